@@ -1,0 +1,227 @@
+package config
+
+import "math"
+
+// Type is a configuration value's type, with Kafka's names (ConfigDef.Type).
+type Type int8
+
+// The types a key may have.
+const (
+	TypeString Type = iota
+	TypeInt
+	TypeLong
+	TypeBool
+	TypeList
+	TypeDouble
+)
+
+// String returns Kafka's name for the type, as DescribeConfigs shows it.
+func (t Type) String() string {
+	switch t {
+	case TypeInt:
+		return "INT"
+	case TypeLong:
+		return "LONG"
+	case TypeBool:
+		return "BOOLEAN"
+	case TypeList:
+		return "LIST"
+	case TypeDouble:
+		return "DOUBLE"
+	default:
+		return "STRING"
+	}
+}
+
+// Key describes one configuration key: its Kafka name, type, default and
+// what it does. The tables below are the single source of truth: the parser,
+// DescribeConfigs and the README's reference are all generated from them.
+type Key struct {
+	Name    string
+	Type    Type
+	Default string // "" with HasNoDefault for keys Kafka leaves unset
+	Doc     string
+	// Min and Max bound numeric values (inclusive) when Min < Max.
+	Min, Max float64
+	// OneOf lists the accepted values of an enumerated string.
+	OneOf []string
+	// Topic names the topic-level key this broker key supplies the default
+	// for (log.retention.ms supplies retention.ms), or "".
+	Topic string
+	// Dynamic keys may be changed at run time with AlterConfigs.
+	Dynamic bool
+	// Sensitive keys are never shown in DescribeConfigs.
+	Sensitive bool
+	// Strata marks keys Kafka does not have.
+	Strata bool
+}
+
+const (
+	maxInt32 = math.MaxInt32
+	maxInt64 = math.MaxInt64
+)
+
+// ServerKeys are the broker keys Strata reads, with Kafka's names and
+// defaults. Keys Kafka has that Strata ignores are in IgnoredServerKeys.
+var ServerKeys = []Key{
+	{Name: "node.id", Type: TypeInt, Default: "1", Min: 0, Max: maxInt32,
+		Doc: "The node's id in the cluster. Kafka has no default; Strata uses 1 so one node starts with no configuration."},
+	{Name: "process.roles", Type: TypeList, Default: "broker,controller",
+		Doc: "The roles this process plays: broker, controller, or both."},
+	{Name: "log.dirs", Type: TypeList, Default: "./strata-data",
+		Doc: "The directory holding the partition logs and the metadata log. Strata uses the first entry."},
+	{Name: "log.dir", Type: TypeString, Default: "",
+		Doc: "Used when log.dirs is not set, as in Kafka."},
+	{Name: "listeners", Type: TypeList, Default: "PLAINTEXT://127.0.0.1:9092",
+		Doc: "The addresses the broker listens on, as NAME://host:port."},
+	{Name: "advertised.listeners", Type: TypeList, Default: "",
+		Doc: "The addresses given to clients in metadata; the listeners when unset."},
+	{Name: "cluster.id", Type: TypeString, Default: "", Strata: true,
+		Doc: "The cluster id written to meta.properties on first start; generated when unset (Kafka takes it from kafka-storage format)."},
+	{Name: "broker.rack", Type: TypeString, Default: "",
+		Doc: "The broker's rack, reported in metadata."},
+	{Name: "num.partitions", Type: TypeInt, Default: "1", Min: 1, Max: maxInt32, Dynamic: true,
+		Doc: "Partitions of an auto-created topic or a CreateTopics request with -1."},
+	{Name: "default.replication.factor", Type: TypeInt, Default: "1", Min: 1, Max: 32767, Dynamic: true,
+		Doc: "Replication factor of auto-created topics and of CreateTopics requests with -1."},
+	{Name: "auto.create.topics.enable", Type: TypeBool, Default: "true",
+		Doc: "Create a topic when a client asks for its metadata."},
+	{Name: "delete.topic.enable", Type: TypeBool, Default: "true",
+		Doc: "Allow DeleteTopics."},
+	{Name: "message.max.bytes", Type: TypeInt, Default: "1048588", Min: 0, Max: maxInt32, Topic: "max.message.bytes", Dynamic: true,
+		Doc: "The largest record batch the broker accepts."},
+	{Name: "socket.request.max.bytes", Type: TypeInt, Default: "104857600", Min: 1, Max: maxInt32,
+		Doc: "The largest request frame; larger frames close the connection before anything is allocated."},
+	{Name: "log.segment.bytes", Type: TypeInt, Default: "1073741824", Min: 14, Max: maxInt32, Topic: "segment.bytes", Dynamic: true,
+		Doc: "A segment rolls when it reaches this size."},
+	{Name: "log.roll.ms", Type: TypeLong, Default: "", Topic: "segment.ms", Dynamic: true,
+		Doc: "A segment rolls when its first record is this old; log.roll.hours when unset."},
+	{Name: "log.roll.hours", Type: TypeInt, Default: "168", Min: 1, Max: maxInt32,
+		Doc: "A segment rolls when its first record is this old, in hours."},
+	{Name: "log.index.size.max.bytes", Type: TypeInt, Default: "10485760", Min: 4, Max: maxInt32, Topic: "segment.index.bytes", Dynamic: true,
+		Doc: "The size an offset or time index is preallocated to; a full index rolls the segment."},
+	{Name: "log.index.interval.bytes", Type: TypeInt, Default: "4096", Min: 0, Max: maxInt32, Topic: "index.interval.bytes", Dynamic: true,
+		Doc: "Bytes of log between two offset-index entries."},
+	{Name: "log.retention.ms", Type: TypeLong, Default: "", Topic: "retention.ms", Dynamic: true,
+		Doc: "Delete segments older than this; -1 keeps them forever. log.retention.minutes, then log.retention.hours, when unset."},
+	{Name: "log.retention.minutes", Type: TypeInt, Default: "", Min: -1, Max: maxInt32,
+		Doc: "Retention in minutes, used when log.retention.ms is unset."},
+	{Name: "log.retention.hours", Type: TypeInt, Default: "168", Min: -1, Max: maxInt32,
+		Doc: "Retention in hours, used when log.retention.ms and log.retention.minutes are unset."},
+	{Name: "log.retention.bytes", Type: TypeLong, Default: "-1", Min: -1, Max: maxInt64, Topic: "retention.bytes", Dynamic: true,
+		Doc: "Delete the oldest segments while a partition is larger than this; -1 is unlimited."},
+	{Name: "log.retention.check.interval.ms", Type: TypeLong, Default: "300000", Min: 1, Max: maxInt64,
+		Doc: "How often retention runs."},
+	{Name: "log.segment.delete.delay.ms", Type: TypeLong, Default: "60000", Min: 0, Max: maxInt64, Topic: "file.delete.delay.ms", Dynamic: true,
+		Doc: "How long a deleted segment's files stay open for reads already under way."},
+	{Name: "log.flush.interval.messages", Type: TypeLong, Default: "9223372036854775807", Min: 1, Max: maxInt64, Topic: "flush.messages", Dynamic: true,
+		Doc: "Force an fsync after this many messages. 1 makes every acknowledged append durable on disk (Strata group-commits concurrent appends into one fsync)."},
+	{Name: "log.flush.interval.ms", Type: TypeLong, Default: "", Topic: "flush.ms", Dynamic: true,
+		Doc: "Force an fsync when unflushed data is this old; never when unset."},
+	{Name: "log.flush.offset.checkpoint.interval.ms", Type: TypeInt, Default: "60000", Min: 0, Max: maxInt32,
+		Doc: "How often the recovery-point checkpoint is written."},
+	{Name: "log.message.timestamp.type", Type: TypeString, Default: "CreateTime", OneOf: []string{"CreateTime", "LogAppendTime"}, Topic: "message.timestamp.type", Dynamic: true,
+		Doc: "Whether a record's timestamp is the producer's or the broker's append time."},
+	{Name: "log.cleanup.policy", Type: TypeList, Default: "delete", Topic: "cleanup.policy", Dynamic: true,
+		Doc: "delete (retention) and/or compact."},
+	{Name: "compression.type", Type: TypeString, Default: "producer", OneOf: []string{"producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"}, Topic: "compression.type", Dynamic: true,
+		Doc: "Strata stores batches as the producer compressed them; only producer is honoured."},
+	{Name: "min.insync.replicas", Type: TypeInt, Default: "1", Min: 1, Max: maxInt32, Topic: "min.insync.replicas", Dynamic: true,
+		Doc: "acks=all produces fail with NOT_ENOUGH_REPLICAS when the ISR is smaller."},
+	{Name: "unclean.leader.election.enable", Type: TypeBool, Default: "false", Topic: "unclean.leader.election.enable", Dynamic: true,
+		Doc: "Allow an out-of-sync replica to become leader, losing data."},
+	{Name: "replica.lag.time.max.ms", Type: TypeLong, Default: "30000", Min: 0, Max: maxInt64,
+		Doc: "A follower that has not caught up for this long leaves the ISR."},
+	{Name: "offsets.topic.num.partitions", Type: TypeInt, Default: "50", Min: 1, Max: maxInt32,
+		Doc: "Partitions of __consumer_offsets (fixed once the topic exists)."},
+	{Name: "offsets.topic.replication.factor", Type: TypeInt, Default: "3", Min: 1, Max: 32767,
+		Doc: "Replication factor of __consumer_offsets, capped at the live brokers."},
+	{Name: "offsets.topic.segment.bytes", Type: TypeInt, Default: "104857600", Min: 1, Max: maxInt32,
+		Doc: "Segment size of __consumer_offsets."},
+	{Name: "offsets.retention.minutes", Type: TypeInt, Default: "10080", Min: 1, Max: maxInt32,
+		Doc: "Committed offsets of an empty group are removed after this long."},
+	{Name: "offsets.retention.check.interval.ms", Type: TypeLong, Default: "600000", Min: 1, Max: maxInt64,
+		Doc: "How often expired offsets are removed."},
+	{Name: "offset.metadata.max.bytes", Type: TypeInt, Default: "4096", Min: 0, Max: maxInt32,
+		Doc: "The longest metadata string an offset commit may carry."},
+	{Name: "group.initial.rebalance.delay.ms", Type: TypeInt, Default: "3000", Min: 0, Max: maxInt32,
+		Doc: "How long the first rebalance of an empty group waits for more members."},
+	{Name: "group.min.session.timeout.ms", Type: TypeInt, Default: "6000", Min: 0, Max: maxInt32,
+		Doc: "The smallest session timeout a classic group member may ask for."},
+	{Name: "group.max.session.timeout.ms", Type: TypeInt, Default: "1800000", Min: 0, Max: maxInt32,
+		Doc: "The largest session timeout a classic group member may ask for."},
+	{Name: "group.max.size", Type: TypeInt, Default: "2147483647", Min: 1, Max: maxInt32,
+		Doc: "The most members a group may have."},
+	{Name: "group.consumer.heartbeat.interval.ms", Type: TypeInt, Default: "5000", Min: 1, Max: maxInt32,
+		Doc: "The heartbeat interval given to KIP-848 consumers."},
+	{Name: "group.consumer.session.timeout.ms", Type: TypeInt, Default: "45000", Min: 1, Max: maxInt32,
+		Doc: "The session timeout of KIP-848 consumers."},
+	{Name: "group.consumer.assignors", Type: TypeList, Default: "uniform,range",
+		Doc: "Server-side assignors for KIP-848 groups; the first is the default."},
+	{Name: "group.coordinator.rebalance.protocols", Type: TypeList, Default: "classic,consumer",
+		Doc: "The group protocols enabled; drop consumer to disable KIP-848."},
+	{Name: "producer.id.expiration.ms", Type: TypeInt, Default: "86400000", Min: 1, Max: maxInt32,
+		Doc: "A producer id with no writes for this long is forgotten."},
+	{Name: "transactional.id.expiration.ms", Type: TypeInt, Default: "604800000", Min: 1, Max: maxInt32,
+		Doc: "Reserved for transactions."},
+	{Name: "max.incremental.fetch.session.cache.slots", Type: TypeInt, Default: "1000", Min: 0, Max: maxInt32,
+		Doc: "Incremental fetch sessions kept per broker; 0 declines every session (full fetches always work)."},
+	{Name: "fetch.max.bytes", Type: TypeInt, Default: "57671680", Min: 0, Max: maxInt32,
+		Doc: "The most bytes one fetch response carries."},
+	{Name: "connections.max.idle.ms", Type: TypeLong, Default: "600000", Min: 0, Max: maxInt64,
+		Doc: "Idle connections are closed after this long."},
+	{Name: "shutdown.timeout.ms", Type: TypeLong, Default: "10000", Min: 0, Max: maxInt64, Strata: true,
+		Doc: "How long a shutdown waits for requests under way before closing connections."},
+	{Name: "strata.fetch.zero.copy", Type: TypeBool, Default: "true", Strata: true,
+		Doc: "Send fetched records from the page cache with sendfile(2); false copies through user space (for comparison)."},
+	{Name: "strata.admin.listener", Type: TypeString, Default: "127.0.0.1:9644", Strata: true,
+		Doc: "The admin HTTP address (/metrics, /healthz, /readyz, /debug/pprof); empty disables it."},
+	{Name: "strata.log.level", Type: TypeString, Default: "info", OneOf: []string{"debug", "info", "warn", "error"}, Strata: true,
+		Doc: "The least severe log level written."},
+}
+
+// TopicKeys are the topic-level keys, with the broker key each takes its
+// default from (Key.Topic on the broker key points back here).
+var TopicKeys = []Key{
+	{Name: "cleanup.policy", Type: TypeList, Default: "delete", Doc: "delete (retention) and/or compact."},
+	{Name: "compression.type", Type: TypeString, Default: "producer", OneOf: []string{"producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"}, Doc: "Only producer is honoured: batches are stored as sent."},
+	{Name: "delete.retention.ms", Type: TypeLong, Default: "86400000", Min: 0, Max: maxInt64, Doc: "How long tombstones are kept on compacted topics."},
+	{Name: "file.delete.delay.ms", Type: TypeLong, Default: "60000", Min: 0, Max: maxInt64, Doc: "How long a deleted segment's files stay open."},
+	{Name: "flush.messages", Type: TypeLong, Default: "9223372036854775807", Min: 1, Max: maxInt64, Doc: "Force an fsync after this many messages; 1 fsyncs before every acknowledgement (group commit)."},
+	{Name: "flush.ms", Type: TypeLong, Default: "9223372036854775807", Min: 0, Max: maxInt64, Doc: "Force an fsync when unflushed data is this old."},
+	{Name: "index.interval.bytes", Type: TypeInt, Default: "4096", Min: 0, Max: maxInt32, Doc: "Bytes of log between two offset-index entries."},
+	{Name: "max.message.bytes", Type: TypeInt, Default: "1048588", Min: 0, Max: maxInt32, Doc: "The largest record batch accepted."},
+	{Name: "message.timestamp.type", Type: TypeString, Default: "CreateTime", OneOf: []string{"CreateTime", "LogAppendTime"}, Doc: "The producer's timestamp or the broker's append time."},
+	{Name: "min.insync.replicas", Type: TypeInt, Default: "1", Min: 1, Max: maxInt32, Doc: "The smallest ISR acks=all produces accept."},
+	{Name: "retention.bytes", Type: TypeLong, Default: "-1", Min: -1, Max: maxInt64, Doc: "The most bytes a partition keeps; -1 is unlimited."},
+	{Name: "retention.ms", Type: TypeLong, Default: "604800000", Min: -1, Max: maxInt64, Doc: "How long records are kept; -1 is forever."},
+	{Name: "segment.bytes", Type: TypeInt, Default: "1073741824", Min: 14, Max: maxInt32, Doc: "A segment rolls at this size."},
+	{Name: "segment.index.bytes", Type: TypeInt, Default: "10485760", Min: 4, Max: maxInt32, Doc: "Index files are preallocated to this size."},
+	{Name: "segment.ms", Type: TypeLong, Default: "604800000", Min: 1, Max: maxInt64, Doc: "A segment rolls when its first record is this old."},
+	{Name: "unclean.leader.election.enable", Type: TypeBool, Default: "false", Doc: "Allow an out-of-sync replica to become leader."},
+}
+
+// IgnoredServerKeys are Kafka broker keys Strata accepts without warning
+// but does not act on, because its design makes them moot (one process, no
+// JVM, no ZooKeeper).
+var IgnoredServerKeys = map[string]string{
+	"num.network.threads":                      "Go schedules connections itself",
+	"num.io.threads":                           "Go schedules requests itself",
+	"num.recovery.threads.per.data.dir":        "recovery runs one goroutine per partition",
+	"num.replica.fetchers":                     "one fetcher per source broker",
+	"socket.send.buffer.bytes":                 "the kernel's autotuning is used",
+	"socket.receive.buffer.bytes":              "the kernel's autotuning is used",
+	"controller.listener.names":                "the controller listens with the broker",
+	"inter.broker.listener.name":               "the first listener is used",
+	"listener.security.protocol.map":           "PLAINTEXT only",
+	"zookeeper.connect":                        "there is no ZooKeeper",
+	"transaction.state.log.replication.factor": "transactions are not implemented yet",
+	"transaction.state.log.min.isr":            "transactions are not implemented yet",
+	"offsets.topic.min.isr":                    "min.insync.replicas applies",
+	"controller.quorum.voters":                 "the controller quorum is single-node for now",
+	"controller.quorum.bootstrap.servers":      "the controller quorum is single-node for now",
+	"group.coordinator.new.enable":             "the coordinator always runs",
+	"log.cleaner.enable":                       "compaction is not implemented yet",
+	"log.cleaner.threads":                      "compaction is not implemented yet",
+	"log.preallocate":                          "segments grow as written",
+}
