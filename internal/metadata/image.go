@@ -1,0 +1,230 @@
+package metadata
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+)
+
+// ErrInconsistent is returned when a record does not apply to the image (a
+// partition of a topic that does not exist, say). A metadata log that
+// produces it is corrupt: replay stops.
+var ErrInconsistent = errors.New("metadata: record does not apply")
+
+// Image is the cluster metadata at one offset of the metadata log. An Image
+// is immutable: Apply returns a new one, sharing what did not change, so
+// readers hold an *Image without locks.
+type Image struct {
+	ClusterID string
+	// Offset is the metadata log offset of the last record applied, -1 for
+	// the empty image.
+	Offset int64
+
+	Brokers    map[int32]*Broker
+	Topics     map[string]*Topic
+	TopicsByID map[UUID]*Topic
+	// Configs holds dynamic configuration overrides by resource.
+	Configs map[ConfigResource]map[string]string
+	// NextProducerID is the first producer id not yet reserved.
+	NextProducerID int64
+}
+
+// ConfigResource names a topic or a broker (an empty broker name is the
+// cluster default).
+type ConfigResource struct {
+	Type int8
+	Name string
+}
+
+// Broker is a registered broker.
+type Broker struct {
+	NodeID int32
+	Host   string
+	Port   int32
+	Rack   string
+	Epoch  int64
+	Fenced bool
+}
+
+// Topic is a topic and its partitions, indexed by partition id.
+type Topic struct {
+	Name       string
+	ID         UUID
+	Partitions []Partition
+}
+
+// Partition is a partition's replica assignment and leadership.
+type Partition struct {
+	Replicas       []int32
+	ISR            []int32
+	Leader         int32 // -1 when there is none
+	LeaderEpoch    int32
+	PartitionEpoch int32
+}
+
+// Empty returns the image before any record.
+func Empty() *Image {
+	return &Image{
+		Offset:     -1,
+		Brokers:    map[int32]*Broker{},
+		Topics:     map[string]*Topic{},
+		TopicsByID: map[UUID]*Topic{},
+		Configs:    map[ConfigResource]map[string]string{},
+	}
+}
+
+// Apply returns the image after the records, the last at log offset
+// lastOffset. img is unchanged.
+func (img *Image) Apply(lastOffset int64, records ...Record) (*Image, error) {
+	next := *img
+	// Copy the top-level maps once; records below copy what they change.
+	next.Brokers = maps.Clone(img.Brokers)
+	next.Topics = maps.Clone(img.Topics)
+	next.TopicsByID = maps.Clone(img.TopicsByID)
+	next.Configs = maps.Clone(img.Configs)
+	for i := range records {
+		if err := next.apply(&records[i]); err != nil {
+			return nil, err
+		}
+	}
+	next.Offset = lastOffset
+	return &next, nil
+}
+
+func (img *Image) apply(r *Record) error {
+	switch {
+	case r.Cluster != nil:
+		img.ClusterID = r.Cluster.ClusterID
+	case r.Broker != nil:
+		b := r.Broker
+		if b.Removed {
+			delete(img.Brokers, b.NodeID)
+			return nil
+		}
+		img.Brokers[b.NodeID] = &Broker{NodeID: b.NodeID, Host: b.Host, Port: b.Port, Rack: b.Rack, Epoch: b.Epoch, Fenced: b.Fenced}
+	case r.Topic != nil:
+		if _, ok := img.Topics[r.Topic.Name]; ok {
+			return fmt.Errorf("%w: topic %q exists", ErrInconsistent, r.Topic.Name)
+		}
+		t := &Topic{Name: r.Topic.Name, ID: r.Topic.ID}
+		img.Topics[t.Name] = t
+		img.TopicsByID[t.ID] = t
+	case r.Partition != nil:
+		p := r.Partition
+		t, err := img.copyTopic(p.TopicID)
+		if err != nil {
+			return err
+		}
+		if int(p.Partition) != len(t.Partitions) {
+			return fmt.Errorf("%w: partition %d of %q after %d partitions", ErrInconsistent, p.Partition, t.Name, len(t.Partitions))
+		}
+		t.Partitions = append(t.Partitions, Partition{
+			Replicas: p.Replicas, ISR: p.ISR, Leader: p.Leader,
+			LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch,
+		})
+	case r.PartitionChange != nil:
+		c := r.PartitionChange
+		t, err := img.copyTopic(c.TopicID)
+		if err != nil {
+			return err
+		}
+		if c.Partition < 0 || int(c.Partition) >= len(t.Partitions) {
+			return fmt.Errorf("%w: no partition %d of %q", ErrInconsistent, c.Partition, t.Name)
+		}
+		p := &t.Partitions[c.Partition]
+		if c.Leader != nil && *c.Leader != p.Leader {
+			p.Leader = *c.Leader
+			p.LeaderEpoch++
+		}
+		if c.ISR != nil {
+			p.ISR = c.ISR
+		}
+		if c.Replicas != nil {
+			p.Replicas = c.Replicas
+		}
+		p.PartitionEpoch++
+	case r.Config != nil:
+		c := r.Config
+		res := ConfigResource{Type: c.ResourceType, Name: c.ResourceName}
+		m := maps.Clone(img.Configs[res])
+		if m == nil {
+			m = map[string]string{}
+		}
+		if c.Value == nil {
+			delete(m, c.Name)
+		} else {
+			m[c.Name] = *c.Value
+		}
+		if len(m) == 0 {
+			delete(img.Configs, res)
+		} else {
+			img.Configs[res] = m
+		}
+	case r.RemoveTopic != nil:
+		t, ok := img.TopicsByID[r.RemoveTopic.TopicID]
+		if !ok {
+			return fmt.Errorf("%w: no topic %s", ErrInconsistent, r.RemoveTopic.TopicID)
+		}
+		delete(img.Topics, t.Name)
+		delete(img.TopicsByID, t.ID)
+		delete(img.Configs, ConfigResource{Type: ResourceTopic, Name: t.Name})
+	case r.ProducerIDs != nil:
+		if r.ProducerIDs.NextProducerID < img.NextProducerID {
+			return fmt.Errorf("%w: producer ids moving back to %d from %d", ErrInconsistent, r.ProducerIDs.NextProducerID, img.NextProducerID)
+		}
+		img.NextProducerID = r.ProducerIDs.NextProducerID
+	default:
+		return fmt.Errorf("%w: empty record", ErrInconsistent)
+	}
+	return nil
+}
+
+// copyTopic replaces the topic with a copy (with its own partitions slice)
+// in both indexes and returns it, so the change does not show in older
+// images.
+func (img *Image) copyTopic(id UUID) (*Topic, error) {
+	old, ok := img.TopicsByID[id]
+	if !ok {
+		return nil, fmt.Errorf("%w: no topic %s", ErrInconsistent, id)
+	}
+	t := &Topic{Name: old.Name, ID: old.ID, Partitions: slices.Clone(old.Partitions)}
+	img.Topics[t.Name] = t
+	img.TopicsByID[t.ID] = t
+	return t, nil
+}
+
+// TopicNames returns the topic names in order.
+func (img *Image) TopicNames() []string {
+	names := slices.Collect(maps.Keys(img.Topics))
+	sort.Strings(names)
+	return names
+}
+
+// BrokerIDs returns the registered, unfenced brokers' ids in order.
+func (img *Image) BrokerIDs() []int32 {
+	var ids []int32
+	for id, b := range img.Brokers {
+		if !b.Fenced {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// Partition returns a partition, if it exists.
+func (img *Image) Partition(topic string, partition int32) (*Topic, *Partition, bool) {
+	t, ok := img.Topics[topic]
+	if !ok || partition < 0 || int(partition) >= len(t.Partitions) {
+		return t, nil, false
+	}
+	return t, &t.Partitions[partition], true
+}
+
+// TopicConfig returns a topic's dynamic overrides (nil when none). The map
+// must not be modified.
+func (img *Image) TopicConfig(topic string) map[string]string {
+	return img.Configs[ConfigResource{Type: ResourceTopic, Name: topic}]
+}

@@ -1,0 +1,97 @@
+package metadata
+
+import (
+	"errors"
+	"testing"
+)
+
+func replay(t *testing.T, img *Image, recs ...Record) *Image {
+	t.Helper()
+	for _, r := range recs {
+		key, value, err := r.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec, err := Decode(key, value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err = img.Apply(img.Offset+1, dec)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return img
+}
+
+func TestReplayBuildsImage(t *testing.T) {
+	id := NewUUID()
+	one := int32(1)
+	v := "1000"
+	img := replay(t, Empty(),
+		Record{Cluster: &ClusterRecord{ClusterID: "c1"}},
+		Record{Broker: &BrokerRecord{NodeID: 1, Host: "127.0.0.1", Port: 9092, Epoch: 1}},
+		Record{Topic: &TopicRecord{Name: "orders", ID: id}},
+		Record{Partition: &PartitionRecord{TopicID: id, Partition: 0, Replicas: []int32{1}, ISR: []int32{1}, Leader: 1}},
+		Record{Partition: &PartitionRecord{TopicID: id, Partition: 1, Replicas: []int32{1}, ISR: []int32{1}, Leader: 1}},
+		Record{Config: &ConfigRecord{ResourceType: ResourceTopic, ResourceName: "orders", Name: "retention.ms", Value: &v}},
+		Record{ProducerIDs: &ProducerIDsRecord{NodeID: 1, NextProducerID: 1000}},
+	)
+	before := img
+	img = replay(t, img, Record{PartitionChange: &PartitionChangeRecord{TopicID: id, Partition: 1, Leader: &one, ISR: []int32{1}}})
+	if img.ClusterID != "c1" || img.Offset != 7 || len(img.BrokerIDs()) != 1 || img.NextProducerID != 1000 {
+		t.Fatalf("image: %+v", img)
+	}
+	_, p, ok := img.Partition("orders", 1)
+	if !ok || p.PartitionEpoch != 1 || p.LeaderEpoch != 0 {
+		t.Fatalf("partition 1: %+v", p)
+	}
+	if img.TopicConfig("orders")["retention.ms"] != "1000" {
+		t.Fatalf("config: %v", img.Configs)
+	}
+	two := int32(2)
+	img2 := replay(t, img, Record{PartitionChange: &PartitionChangeRecord{TopicID: id, Partition: 1, Leader: &two}})
+	if _, p, _ := img2.Partition("orders", 1); p.LeaderEpoch != 1 || p.Leader != 2 {
+		t.Fatalf("leader change: %+v", p)
+	}
+	if _, p, _ := img.Partition("orders", 1); p.Leader != 1 {
+		t.Fatal("an older image changed")
+	}
+	if _, p, _ := before.Partition("orders", 1); p.PartitionEpoch != 0 {
+		t.Fatal("an older image changed")
+	}
+	img3 := replay(t, img2, Record{RemoveTopic: &RemoveTopicRecord{TopicID: id}})
+	if len(img3.Topics) != 0 || len(img3.TopicsByID) != 0 || img3.TopicConfig("orders") != nil {
+		t.Fatalf("after remove: %+v", img3)
+	}
+	if len(img2.Topics) != 1 {
+		t.Fatal("remove changed an older image")
+	}
+}
+
+func TestInconsistentRecordsAreRejected(t *testing.T) {
+	id := NewUUID()
+	for name, r := range map[string]Record{
+		"partition of unknown topic": {Partition: &PartitionRecord{TopicID: id}},
+		"remove unknown topic":       {RemoveTopic: &RemoveTopicRecord{TopicID: id}},
+		"empty":                      {},
+	} {
+		if _, err := Empty().Apply(0, r); !errors.Is(err, ErrInconsistent) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, err := Decode([]byte("nope"), []byte("{}")); !errors.Is(err, ErrUnknownRecord) {
+		t.Errorf("unknown type: %v", err)
+	}
+}
+
+func TestUUIDText(t *testing.T) {
+	u := NewUUID()
+	back, err := ParseUUID(u.String())
+	if err != nil || back != u {
+		t.Fatalf("%v %v", back, err)
+	}
+	if _, err := ParseUUID("short"); err == nil {
+		t.Fatal("accepted a bad UUID")
+	}
+}
