@@ -1,0 +1,94 @@
+// Package producer holds what a broker knows about idempotent producers:
+// producer ids, and per partition the epoch and the last batches of each
+// producer, so that a retried batch is answered with its original offset
+// instead of being appended twice (KIP-98), and a gap or a zombie is refused.
+//
+// It is Kafka's ProducerStateManager, ProducerAppendInfo and
+// ProducerStateEntry (storage module, Kafka 3.x/4.x), without the
+// transaction bookkeeping, which the transaction coordinator adds later (the
+// fields it needs are reserved and kept in snapshots).
+//
+// # Who calls what
+//
+// One PartitionState belongs to one partition log. It is not safe for
+// concurrent use: every call is made holding the partition's append lock, the
+// lock that orders appends to the log, so the state always describes exactly
+// the batches below the log end offset.
+//
+// Produce (leader), for one partition of one request, under the append lock:
+//
+//	a := state.Begin()
+//	for each batch h in the request's records, in order:
+//		dup, err := a.Check(h)   // every batch, with or without a producer id
+//		err != nil → answer the partition ErrorCode(err); append nothing
+//	dup != nil   → answer the partition with dup.FirstOffset; append nothing
+//	otherwise    → append the records; on success a.Commit(baseOffset),
+//	               on failure simply do not commit (the next Begin discards)
+//
+// Replication (follower) and rebuild: Update(h) for every batch appended, in
+// log order, with h.BaseOffset as stored.
+//
+// Segment roll, under the append lock with the log end offset leo:
+//
+//	data := state.Snapshot()                  // serialised here, under the lock
+//	storage.WriteSnapshot(leo, data)          // may be written after unlocking
+//
+// Also at clean shutdown, at the log end offset.
+//
+// Open, and truncation to offset t (after the log and its snapshots above t
+// are gone):
+//
+//	off, data := latest snapshot with off ≤ log end (or none: from the log start)
+//	err := state.Rebuild(data, func(apply func(record.Header) bool) error {
+//		return log.ScanBatchHeaders(off, func(h record.Header, _ int64) bool { return apply(h) })
+//	})
+//	errors.Is(err, ErrCorruptSnapshot) → delete that snapshot, try the next older
+//	state.Expire(now, producer.id.expiration.ms)
+//
+// Every producer.id.expiration.check.interval.ms (Kafka: 600000), under the
+// append lock: state.Expire(now, producer.id.expiration.ms).
+//
+// DescribeProducers, under the append lock: state.Producers().
+//
+// InitProducerId without a transactional id: IDAllocator.NextID, epoch 0.
+//
+// # Departures from Kafka
+//
+// A snapshot keeps all cached batches of a producer, not only the last one,
+// so duplicates are still recognised across a restart; see below.
+//
+// Several batches for one producer in one request are checked against each
+// other (the second must follow the first), and a request that mixes
+// retried and new batches is refused with OUT_OF_ORDER_SEQUENCE_NUMBER rather
+// than answered as a duplicate, which would drop the new batches silently.
+//
+// # Snapshot file format (version 1)
+//
+// Kafka's producer snapshot (ProducerStateManager PID_SNAPSHOT_MAP_SCHEMA,
+// file <20-digit offset>.snapshot), all integers big-endian:
+//
+//	offset  size  field
+//	     0     2  version                    1
+//	     2     4  crc                        CRC-32C of bytes [6, end)
+//	     6     4  entry count n              ≥ 0
+//	    10  46·n  entries, each:
+//	                 0   8  producerId
+//	                 8   2  producerEpoch
+//	                10   4  lastSequence     -1 when no batch
+//	                14   8  lastOffset       -1 when no batch
+//	                22   4  offsetDelta      lastOffset - firstOffset
+//	                26   8  timestamp        the batch's max timestamp
+//	                34   4  coordinatorEpoch -1 until transactions
+//	                38   8  currentTxnFirstOffset  -1 when none
+//
+// Kafka writes one entry per producer, describing its last batch. Strata
+// writes one entry per cached batch (up to five), oldest first, consecutive
+// for one producer, each with the producer's epoch and fields; the last one
+// of a producer is exactly the entry Kafka writes. Kafka's reader keeps the
+// last entry per producer id, so it reads these files as its own; Strata's
+// reader rebuilds the whole batch cache. A file is accepted whole or not at
+// all: a bad version, CRC, length or an entry that breaks the rules above
+// (a producer's entries not consecutive or more than five, different epochs,
+// offsets not increasing) is ErrCorruptSnapshot and leaves the state as it
+// was.
+package producer
