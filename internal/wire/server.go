@@ -1,0 +1,321 @@
+package wire
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ErrServerClosed is returned by Serve after Shutdown or Close.
+var ErrServerClosed = errors.New("wire: server closed")
+
+// Defaults for Config fields left zero.
+const (
+	// DefaultIdleTimeout is Kafka's connections.max.idle.ms default.
+	DefaultIdleTimeout = 10 * time.Minute
+	// DefaultMaxInFlight is how many responses may wait to be written on
+	// one connection before wire stops reading its requests. Kafka has no
+	// per-connection equivalent (it handles one request per connection at
+	// a time); clients keep at most a handful in flight (Java's
+	// max.in.flight.requests.per.connection is 5).
+	DefaultMaxInFlight = 100
+)
+
+// Config configures a Server.
+type Config struct {
+	// Handler answers requests. Required.
+	Handler Handler
+
+	// MaxRequestSize is the largest request frame accepted, in bytes,
+	// without the size prefix: socket.request.max.bytes, default
+	// 104857600 (100 MiB).
+	MaxRequestSize int32
+
+	// IdleTimeout closes a connection that sends no request for this long
+	// while it has no response pending: connections.max.idle.ms, default
+	// 600000 (10 minutes). Negative disables it.
+	IdleTimeout time.Duration
+
+	// MaxInFlight bounds the responses queued per connection; see
+	// DefaultMaxInFlight.
+	MaxInFlight int
+
+	// CopySplices sends spliced file regions by copying them through user
+	// space (ReadAt and write) instead of sendfile(2). Strata-specific,
+	// default false; it exists to compare the two paths. TLS and non-TCP
+	// connections always copy.
+	CopySplices bool
+
+	// Logger receives connection errors (warn), handler panics (error),
+	// and connection open and close (debug). Default slog.Default().
+	Logger *slog.Logger
+
+	// Observe, if set, is called once per request that reached the
+	// handler (or was answered UNSUPPORTED_VERSION), after its response
+	// was written or dropped, on that connection's writer goroutine. It is
+	// called concurrently for different connections and must not block.
+	Observe func(Observation)
+}
+
+// Observation describes one request's trip through a connection, with
+// Kafka's request-metric names for the phases.
+type Observation struct {
+	ConnID       uint64
+	Key, Version int16
+	ClientID     string
+	// RequestBytes is the frame size without the size prefix.
+	RequestBytes int
+	// ResponseBytes is the frame size written, with the size prefix; 0
+	// when there was no response or it was dropped.
+	ResponseBytes int64
+	Received      time.Time
+	// LocalTime is the time spent in Handle.
+	LocalTime time.Duration
+	// RemoteTime is the time spent in Deferred.
+	RemoteTime time.Duration
+	// ResponseQueueTime is the wait between the response being ready and
+	// the writer starting on it (behind earlier responses).
+	ResponseQueueTime time.Duration
+	// SendTime is the time to write the response to the connection's
+	// buffer or socket. Small responses written back to back are flushed
+	// together after the last one.
+	SendTime time.Duration
+	// TotalTime is from Received to the end of SendTime.
+	TotalTime time.Duration
+	// Err is why the response was not written; nil when it was.
+	Err error
+}
+
+// Stats are a server's counters since it started.
+type Stats struct {
+	ConnectionsOpened, ConnectionsClosed uint64
+	// Requests counts requests decoded and passed to the handler.
+	Requests uint64
+	// FrameErrors counts frames refused for their size.
+	FrameErrors uint64
+	// DecodeErrors counts malformed headers and bodies.
+	DecodeErrors uint64
+	// Unsupported counts unknown API keys and unsupported versions,
+	// including ApiVersions answered with UNSUPPORTED_VERSION.
+	Unsupported uint64
+	// Panics counts panics recovered in decoding, Handle, Deferred, Done
+	// and response encoding.
+	Panics uint64
+}
+
+type counters struct {
+	connectionsOpened, connectionsClosed             atomic.Uint64
+	requests, frameErrors, decodeErrors, unsupported atomic.Uint64
+	panics                                           atomic.Uint64
+}
+
+// Server accepts Kafka connections and serves them with a Handler.
+type Server struct {
+	handler  Handler
+	versions *versionTable
+	cfg      Config
+	log      *slog.Logger
+
+	// ctx is the parent of every connection's context; cancel ends them
+	// all (Close, or Shutdown running out of time).
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	nextConnID atomic.Uint64
+	stats      counters
+
+	mu           sync.Mutex
+	shuttingDown bool // set once by Shutdown or Close
+	listeners    map[net.Listener]struct{}
+	conns        map[*Conn]struct{}
+	connsDone    chan struct{} // closed when shuttingDown and conns is empty
+}
+
+// NewServer checks cfg and returns a server that is not yet serving.
+func NewServer(cfg Config) (*Server, error) {
+	if cfg.Handler == nil {
+		return nil, errors.New("wire: Config.Handler is nil")
+	}
+	versions, err := newVersionTable(cfg.Handler.Versions())
+	if err != nil {
+		return nil, err
+	}
+	if cfg.MaxRequestSize == 0 {
+		cfg.MaxRequestSize = DefaultMaxRequestSize
+	}
+	if cfg.MaxRequestSize < minFrameSize {
+		return nil, errors.New("wire: MaxRequestSize is smaller than a request header")
+	}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Server{
+		handler:   cfg.Handler,
+		versions:  versions,
+		cfg:       cfg,
+		log:       cfg.Logger,
+		listeners: make(map[net.Listener]struct{}),
+		conns:     make(map[*Conn]struct{}),
+		connsDone: make(chan struct{}),
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	return s, nil
+}
+
+// Serve accepts connections on l until Shutdown or Close, then returns
+// ErrServerClosed; it returns other errors from l.Accept that are not
+// temporary. It may be called for several listeners at once. Serve closes
+// l when it returns.
+func (s *Server) Serve(l net.Listener) error {
+	s.mu.Lock()
+	if s.shuttingDown {
+		s.mu.Unlock()
+		l.Close()
+		return ErrServerClosed
+	}
+	s.listeners[l] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, l)
+		s.mu.Unlock()
+		l.Close()
+	}()
+
+	var backoff time.Duration
+	for {
+		nc, err := l.Accept()
+		if err != nil {
+			if s.closing() {
+				return ErrServerClosed
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return err
+			}
+			// Out of descriptors and the like: wait and retry, as
+			// net/http does, rather than spin or give up.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.log.Warn("wire: accept failed; retrying", "err", err, "backoff", backoff)
+			select {
+			case <-time.After(backoff):
+			case <-s.ctx.Done():
+			}
+			continue
+		}
+		backoff = 0
+		c := newConn(s, nc)
+		if !s.track(c) {
+			nc.Close()
+			return ErrServerClosed
+		}
+		go c.serve()
+	}
+}
+
+func (s *Server) closing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.shuttingDown
+}
+
+// track adds c to the live connections, unless the server is shutting down.
+func (s *Server) track(c *Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.shuttingDown {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	s.stats.connectionsOpened.Add(1)
+	return true
+}
+
+// untrack removes c once both of its goroutines are done.
+func (s *Server) untrack(c *Conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.conns, c)
+	s.stats.connectionsClosed.Add(1)
+	if s.shuttingDown && len(s.conns) == 0 {
+		closeOnce(s.connsDone)
+	}
+}
+
+// closeOnce closes ch unless it is closed. s.mu must be held.
+func closeOnce(ch chan struct{}) {
+	select {
+	case <-ch:
+	default:
+		close(ch)
+	}
+}
+
+// beginShutdown stops accepting and stops every connection reading.
+func (s *Server) beginShutdown() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.shuttingDown = true
+	for l := range s.listeners {
+		l.Close()
+	}
+	for c := range s.conns {
+		c.stopReading()
+	}
+	if len(s.conns) == 0 {
+		closeOnce(s.connsDone)
+	}
+}
+
+// Shutdown stops accepting connections and reading requests, lets every
+// connection finish the requests it has already read (writing their
+// responses, deferred ones included), and closes it; idle connections close
+// at once. It returns when all connections are closed, or, when ctx is done
+// first, closes the rest as Close does and returns ctx.Err().
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.beginShutdown()
+	select {
+	case <-s.connsDone:
+		s.cancel()
+		return nil
+	case <-ctx.Done():
+		s.Close()
+		return ctx.Err()
+	}
+}
+
+// Close stops accepting connections, cancels every connection's context and
+// closes every connection, dropping unwritten responses (their Deferred and
+// Done functions are still called). It does not wait.
+func (s *Server) Close() error {
+	s.beginShutdown()
+	s.cancel()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		c.Close()
+	}
+	return nil
+}
+
+// Stats returns the server's counters.
+func (s *Server) Stats() Stats {
+	return Stats{
+		ConnectionsOpened: s.stats.connectionsOpened.Load(),
+		ConnectionsClosed: s.stats.connectionsClosed.Load(),
+		Requests:          s.stats.requests.Load(),
+		FrameErrors:       s.stats.frameErrors.Load(),
+		DecodeErrors:      s.stats.decodeErrors.Load(),
+		Unsupported:       s.stats.unsupported.Load(),
+		Panics:            s.stats.panics.Load(),
+	}
+}
