@@ -21,7 +21,8 @@
 //	for each batch h in the request's records, in order:
 //		dup, err := a.Check(h)   // every batch, with or without a producer id
 //		err != nil → answer the partition ErrorCode(err); append nothing
-//	dup != nil   → answer the partition with dup.FirstOffset; append nothing
+//	dup != nil   → answer the partition with dup.FirstOffset (and, as Kafka,
+//	               LogAppendTime dup.Timestamp); append nothing
 //	otherwise    → append the records; on success a.Commit(baseOffset),
 //	               on failure simply do not commit (the next Begin discards)
 //
@@ -35,8 +36,8 @@
 //
 // Also at clean shutdown, at the log end offset.
 //
-// Open, and truncation to offset t (after the log and its snapshots above t
-// are gone):
+// Open, and truncation to offset t (after the log above t and the snapshots
+// named above t are gone, as are those below the log start offset):
 //
 //	off, data := latest snapshot with off ≤ log end (or none: from the log start)
 //	err := state.Rebuild(data, func(apply func(record.Header) bool) error {
@@ -50,12 +51,23 @@
 //
 // DescribeProducers, under the append lock: state.Producers().
 //
-// InitProducerId without a transactional id: IDAllocator.NextID, epoch 0.
+// InitProducerId without a transactional id: IDAllocator.InitIdempotent (a
+// new id, epoch 0, as Kafka answers even when v3+ names an id and epoch).
+//
+// # Locks
+//
+// PartitionState and Append take no locks; the caller's partition append
+// lock covers them. IDAllocator has one mutex, held while its reservation
+// callback runs; the callback must not call back into the allocator. Neither
+// calls the other, so there is no lock order to keep.
 //
 // # Departures from Kafka
 //
 // A snapshot keeps all cached batches of a producer, not only the last one,
 // so duplicates are still recognised across a restart; see below.
+//
+// Transactional batches are refused with INVALID_TXN_STATE until the
+// transaction coordinator exists.
 //
 // Several batches for one producer in one request are checked against each
 // other (the second must follow the first), and a request that mixes

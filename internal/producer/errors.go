@@ -19,7 +19,8 @@ var (
 	// instance.
 	ErrInvalidProducerEpoch = errors.New("producer: invalid producer epoch")
 	// ErrInvalidRecord is returned for a batch with a producer id but a
-	// negative base sequence, as Kafka's LogValidator refuses it.
+	// negative base sequence, which Kafka's LogValidator refuses, or a
+	// negative epoch, which no producer id is handed out with.
 	ErrInvalidRecord = errors.New("producer: invalid sequence number in idempotent batch")
 	// ErrInvalidTxnState is returned for transactional batches until the
 	// transaction coordinator exists: no transaction can have added the
