@@ -1,0 +1,356 @@
+package controller
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/strata-io/strata/internal/metadata"
+)
+
+// MaxTopicNameLength is Kafka's limit (249, so that partition directory
+// names fit in 255 bytes).
+const MaxTopicNameLength = 249
+
+// MetadataTopic is the name of the metadata log's partition directory; no
+// user topic may take it.
+const MetadataTopic = "__cluster_metadata"
+
+// TopicSpec is a topic to create.
+type TopicSpec struct {
+	Name              string
+	NumPartitions     int32 // -1: num.partitions
+	ReplicationFactor int16 // -1: default.replication.factor
+	// Assignment, when set, gives each partition's replicas and overrides
+	// NumPartitions and ReplicationFactor.
+	Assignment [][]int32
+	Configs    map[string]*string
+}
+
+// TopicResult is the outcome of creating one topic.
+type TopicResult struct {
+	ID                metadata.UUID
+	NumPartitions     int32
+	ReplicationFactor int16
+	Err               error // wraps a *kerr.Error
+}
+
+// ValidateTopicName applies Kafka's rules for topic names.
+func ValidateTopicName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: topic name is empty", kerr.InvalidTopicException)
+	case name == "." || name == "..":
+		return fmt.Errorf("%w: topic name cannot be %q", kerr.InvalidTopicException, name)
+	case len(name) > MaxTopicNameLength:
+		return fmt.Errorf("%w: topic name is longer than %d characters", kerr.InvalidTopicException, MaxTopicNameLength)
+	case name == MetadataTopic:
+		return fmt.Errorf("%w: %s is reserved", kerr.InvalidTopicException, name)
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return fmt.Errorf("%w: topic name %q contains %q; only ASCII alphanumerics, '.', '_' and '-' are allowed", kerr.InvalidTopicException, name, r)
+		}
+	}
+	return nil
+}
+
+// collides reports Kafka's rule that topics differing only in '.' versus
+// '_' collide in metric names.
+func collides(img *metadata.Image, name string) string {
+	norm := strings.ReplaceAll(name, ".", "_")
+	for other := range img.Topics {
+		if other != name && strings.ReplaceAll(other, ".", "_") == norm {
+			return other
+		}
+	}
+	return ""
+}
+
+// CreateTopics creates the topics (or, with validateOnly, only checks
+// them), each independently: one topic's error does not stop the others.
+func (c *Controller) CreateTopics(specs []TopicSpec, validateOnly bool) []TopicResult {
+	results := make([]TopicResult, len(specs))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, spec := range specs {
+		records, res := c.planTopic(c.image, spec)
+		if res.Err == nil && !validateOnly {
+			if _, err := c.commit(records); err != nil {
+				res.Err = fmt.Errorf("%w: %v", kerr.UnknownServerError, err)
+			}
+		}
+		results[i] = res
+	}
+	return results
+}
+
+// planTopic validates a topic spec and returns the records creating it.
+func (c *Controller) planTopic(img *metadata.Image, spec TopicSpec) ([]metadata.Record, TopicResult) {
+	fail := func(err error) ([]metadata.Record, TopicResult) { return nil, TopicResult{Err: err} }
+	if err := ValidateTopicName(spec.Name); err != nil {
+		return fail(err)
+	}
+	if _, ok := img.Topics[spec.Name]; ok {
+		return fail(fmt.Errorf("%w: topic %q already exists", kerr.TopicAlreadyExists, spec.Name))
+	}
+	if other := collides(img, spec.Name); other != "" {
+		return fail(fmt.Errorf("%w: topic %q collides with existing topic %q ('.' and '_' are equivalent in metric names)", kerr.InvalidTopicException, spec.Name, other))
+	}
+	brokers := img.BrokerIDs()
+	assignment := spec.Assignment
+	if len(assignment) > 0 {
+		if spec.NumPartitions != -1 || spec.ReplicationFactor != -1 {
+			return fail(fmt.Errorf("%w: both a replica assignment and a partition count or replication factor were given", kerr.InvalidRequest))
+		}
+		rf := len(assignment[0])
+		for p, replicas := range assignment {
+			if err := validateReplicas(img, replicas); err != nil {
+				return fail(fmt.Errorf("partition %d: %w", p, err))
+			}
+			if len(replicas) != rf {
+				return fail(fmt.Errorf("%w: partitions have different replication factors", kerr.InvalidReplicaAssignment))
+			}
+		}
+	} else {
+		n, rf := spec.NumPartitions, spec.ReplicationFactor
+		if n == -1 {
+			n = c.cfg.DefaultPartitions
+		}
+		if rf == -1 {
+			rf = c.cfg.DefaultReplicationFactor
+		}
+		if n <= 0 {
+			return fail(fmt.Errorf("%w: number of partitions must be larger than 0, or -1 for the default", kerr.InvalidPartitions))
+		}
+		if n > maxPartitionsPerRequest {
+			return fail(fmt.Errorf("%w: %d partitions is more than the %d one request may create", kerr.InvalidPartitions, n, maxPartitionsPerRequest))
+		}
+		if rf <= 0 {
+			return fail(fmt.Errorf("%w: replication factor must be larger than 0, or -1 for the default", kerr.InvalidReplicationFactor))
+		}
+		if int(rf) > len(brokers) {
+			return fail(fmt.Errorf("%w: replication factor %d is larger than the %d available brokers", kerr.InvalidReplicationFactor, rf, len(brokers)))
+		}
+		assignment = assignReplicas(brokers, int(n), int(rf), rand.IntN(len(brokers)))
+	}
+	for key, value := range spec.Configs {
+		if value == nil {
+			return fail(fmt.Errorf("%w: null value for %s", kerr.InvalidConfig, key))
+		}
+		if err := c.cfg.ValidateTopicConfig(key, *value); err != nil {
+			return fail(fmt.Errorf("%w: %v", kerr.InvalidConfig, err))
+		}
+	}
+	id := metadata.NewUUID()
+	records := []metadata.Record{{Topic: &metadata.TopicRecord{Name: spec.Name, ID: id}}}
+	for p, replicas := range assignment {
+		records = append(records, metadata.Record{Partition: &metadata.PartitionRecord{
+			TopicID: id, Partition: int32(p), Replicas: replicas, ISR: slices.Clone(replicas), Leader: replicas[0],
+		}})
+	}
+	keys := make([]string, 0, len(spec.Configs))
+	for k := range spec.Configs {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		records = append(records, metadata.Record{Config: &metadata.ConfigRecord{
+			ResourceType: metadata.ResourceTopic, ResourceName: spec.Name, Name: k, Value: spec.Configs[k],
+		}})
+	}
+	return records, TopicResult{ID: id, NumPartitions: int32(len(assignment)), ReplicationFactor: int16(len(assignment[0]))}
+}
+
+// maxPartitionsPerRequest bounds one creation, so a typo cannot make a
+// million directories.
+const maxPartitionsPerRequest = 100_000
+
+func validateReplicas(img *metadata.Image, replicas []int32) error {
+	if len(replicas) == 0 {
+		return fmt.Errorf("%w: empty replica list", kerr.InvalidReplicaAssignment)
+	}
+	seen := map[int32]bool{}
+	for _, r := range replicas {
+		if _, ok := img.Brokers[r]; !ok {
+			return fmt.Errorf("%w: broker %d is not registered", kerr.InvalidReplicaAssignment, r)
+		}
+		if seen[r] {
+			return fmt.Errorf("%w: broker %d appears twice", kerr.InvalidReplicaAssignment, r)
+		}
+		seen[r] = true
+	}
+	return nil
+}
+
+// assignReplicas spreads partitions over brokers as Kafka's rack-unaware
+// assignment does: leaders round-robin from a start index, followers
+// shifted so that replicas of consecutive partitions land on different
+// brokers.
+func assignReplicas(brokers []int32, partitions, rf, start int) [][]int32 {
+	n := len(brokers)
+	out := make([][]int32, partitions)
+	shift := start
+	for p := 0; p < partitions; p++ {
+		if p > 0 && p%n == 0 {
+			shift++
+		}
+		first := (start + p) % n
+		replicas := []int32{brokers[first]}
+		for j := 0; j < rf-1; j++ {
+			replicas = append(replicas, brokers[(first+1+(shift+j)%(n-1))%n])
+		}
+		out[p] = replicas
+	}
+	return out
+}
+
+// DeleteTopic removes a topic by name, or by id when name is "".
+func (c *Controller) DeleteTopic(name string, id metadata.UUID) (string, metadata.UUID, error) {
+	var t *metadata.Topic
+	_, err := c.propose(func(img *metadata.Image) ([]metadata.Record, error) {
+		var ok bool
+		if name != "" {
+			t, ok = img.Topics[name]
+		} else {
+			t, ok = img.TopicsByID[id]
+			if !ok {
+				return nil, fmt.Errorf("%w: no topic with id %s", kerr.UnknownTopicID, id)
+			}
+		}
+		if !ok {
+			return nil, fmt.Errorf("%w: topic %q does not exist", kerr.UnknownTopicOrPartition, name)
+		}
+		return []metadata.Record{{RemoveTopic: &metadata.RemoveTopicRecord{TopicID: t.ID}}}, nil
+	})
+	if err != nil {
+		return name, id, err
+	}
+	return t.Name, t.ID, nil
+}
+
+// CreatePartitions grows a topic to count partitions, with the given
+// assignment for the new ones or an automatic one.
+func (c *Controller) CreatePartitions(topic string, count int32, assignment [][]int32, validateOnly bool) error {
+	_, err := c.propose(func(img *metadata.Image) ([]metadata.Record, error) {
+		t, ok := img.Topics[topic]
+		if !ok {
+			return nil, fmt.Errorf("%w: topic %q does not exist", kerr.UnknownTopicOrPartition, topic)
+		}
+		have := int32(len(t.Partitions))
+		if count < have {
+			return nil, fmt.Errorf("%w: topic %q has %d partitions, which is more than the requested %d", kerr.InvalidPartitions, topic, have, count)
+		}
+		if count == have {
+			return nil, fmt.Errorf("%w: topic %q already has %d partitions", kerr.InvalidPartitions, topic, have)
+		}
+		if count-have > maxPartitionsPerRequest {
+			return nil, fmt.Errorf("%w: too many new partitions", kerr.InvalidPartitions)
+		}
+		rf := len(t.Partitions[0].Replicas)
+		if assignment != nil {
+			if int32(len(assignment)) != count-have {
+				return nil, fmt.Errorf("%w: %d assignments for %d new partitions", kerr.InvalidReplicaAssignment, len(assignment), count-have)
+			}
+			for _, replicas := range assignment {
+				if err := validateReplicas(img, replicas); err != nil {
+					return nil, err
+				}
+				if len(replicas) != rf {
+					return nil, fmt.Errorf("%w: the topic's replication factor is %d", kerr.InvalidReplicaAssignment, rf)
+				}
+			}
+		} else {
+			brokers := img.BrokerIDs()
+			if rf > len(brokers) {
+				return nil, fmt.Errorf("%w: replication factor %d is larger than the %d available brokers", kerr.InvalidReplicationFactor, rf, len(brokers))
+			}
+			assignment = assignReplicas(brokers, int(count-have), rf, int(have)%len(brokers))
+		}
+		if validateOnly {
+			return nil, nil
+		}
+		var records []metadata.Record
+		for i, replicas := range assignment {
+			records = append(records, metadata.Record{Partition: &metadata.PartitionRecord{
+				TopicID: t.ID, Partition: have + int32(i), Replicas: replicas, ISR: slices.Clone(replicas), Leader: replicas[0],
+			}})
+		}
+		return records, nil
+	})
+	return err
+}
+
+// ConfigChange sets (Value non-nil) or removes (nil) one dynamic key.
+type ConfigChange struct {
+	Name  string
+	Value *string
+}
+
+// AlterConfigs applies changes to a topic's or broker's dynamic
+// configuration as one unit. With replace, keys not mentioned are removed
+// (the legacy AlterConfigs API's semantics).
+func (c *Controller) AlterConfigs(resourceType int8, resourceName string, changes []ConfigChange, replace, validateOnly bool) error {
+	_, err := c.propose(func(img *metadata.Image) ([]metadata.Record, error) {
+		validate := c.cfg.ValidateTopicConfig
+		switch resourceType {
+		case metadata.ResourceTopic:
+			if _, ok := img.Topics[resourceName]; !ok {
+				return nil, fmt.Errorf("%w: topic %q does not exist", kerr.UnknownTopicOrPartition, resourceName)
+			}
+		case metadata.ResourceBroker:
+			if resourceName != "" && resourceName != fmt.Sprint(c.cfg.NodeID) {
+				if _, ok := img.Brokers[parseNodeID(resourceName)]; !ok {
+					return nil, fmt.Errorf("%w: unknown broker %q", kerr.InvalidRequest, resourceName)
+				}
+			}
+			validate = c.cfg.ValidateBrokerConfig
+		default:
+			return nil, fmt.Errorf("%w: resource type %d", kerr.InvalidRequest, resourceType)
+		}
+		var records []metadata.Record
+		mentioned := map[string]bool{}
+		for _, ch := range changes {
+			mentioned[ch.Name] = true
+			if ch.Value != nil {
+				if err := validate(ch.Name, *ch.Value); err != nil {
+					return nil, fmt.Errorf("%w: %v", kerr.InvalidConfig, err)
+				}
+			}
+			records = append(records, metadata.Record{Config: &metadata.ConfigRecord{
+				ResourceType: resourceType, ResourceName: resourceName, Name: ch.Name, Value: ch.Value,
+			}})
+		}
+		if replace {
+			current := img.Configs[metadata.ConfigResource{Type: resourceType, Name: resourceName}]
+			keys := make([]string, 0, len(current))
+			for k := range current {
+				if !mentioned[k] {
+					keys = append(keys, k)
+				}
+			}
+			slices.Sort(keys)
+			for _, k := range keys {
+				records = append(records, metadata.Record{Config: &metadata.ConfigRecord{
+					ResourceType: resourceType, ResourceName: resourceName, Name: k,
+				}})
+			}
+		}
+		if validateOnly {
+			return nil, nil
+		}
+		return records, nil
+	})
+	return err
+}
+
+func parseNodeID(s string) int32 {
+	var id int32
+	if _, err := fmt.Sscan(s, &id); err != nil {
+		return -1
+	}
+	return id
+}
