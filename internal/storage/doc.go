@@ -1,0 +1,132 @@
+// Package storage is Strata's partition log, stored byte for byte as Apache
+// Kafka stores it, so that a data directory can be read by Kafka's own tools
+// (kafka-dump-log) and reasoned about with Kafka's documentation.
+//
+// A Manager owns one data directory (a log.dirs entry) and the Logs in it; a
+// Log is one partition: a sequence of segments, each a .log file of record
+// batches exactly as producers sent them (offsets and leader epoch written in
+// place), with a sparse offset index and a time index. There is no network
+// code here: reads return file regions that the fetch path hands to
+// sendfile(2).
+//
+// # Layout
+//
+//	<data dir>/
+//	    recovery-point-offset-checkpoint   flushed offset per partition
+//	    log-start-offset-checkpoint        log start offset per partition
+//	    .kafka_cleanshutdown               present only after a clean Close
+//	    <topic>-<partition>/               topic names may contain '-': split on the last one
+//	        00000000000000000000.log       segment: batches with offsets [0, 368)
+//	        00000000000000000000.index     its offset index
+//	        00000000000000000000.timeindex its time index
+//	        00000000000000000368.log       the active segment (the last)
+//	        00000000000000000368.index     preallocated to segment.index.bytes
+//	        00000000000000000368.timeindex
+//	        00000000000000000368.snapshot  producer state at offset 368
+//	        leader-epoch-checkpoint
+//	    <topic>-<partition>.<32 hex>-delete/  a deleted partition, removed after file.delete.delay.ms
+//
+// Segment files are named by their base offset, the offset of their first
+// batch, as %020d. A file being deleted is renamed with a ".deleted" suffix
+// and removed after file.delete.delay.ms; checkpoint files are written as
+// "<name>.tmp", synced, renamed over the old file and the directory synced.
+//
+// # Log segment (.log)
+//
+// Record batches (magic v2, see package record) back to back, nothing else:
+//
+//	+-------------------+-------------------+-----+
+//	| batch (offsets    | batch (offsets    | ... |  each: 8-byte base offset, 4-byte length,
+//	|  368..371)        |  372..372)        |     |  then length bytes (61-byte header + records)
+//	+-------------------+-------------------+-----+
+//
+// Base offsets increase; a batch's offsets are [base, base+lastOffsetDelta].
+// A follower may store gaps between batches (a compacted leader's log).
+//
+// # Offset index (.index)
+//
+// Entries of 8 bytes, big-endian:
+//
+//	+-------------------------+-------------------------+
+//	| relative offset (int32) | file position (int32)   |
+//	+-------------------------+-------------------------+
+//
+// relative offset = the LAST offset of the batch starting at file position,
+// minus the segment's base offset. An entry is added before appending a
+// batch when more than index.interval.bytes were appended since the last
+// entry (so the first batch never has one: a lookup that finds no entry
+// starts at position 0). Entries increase strictly in both fields. The
+// active segment's file is preallocated to segment.index.bytes (rounded down
+// to a multiple of 8) and memory-mapped; it is trimmed to its entries when
+// the segment rolls or the log closes.
+//
+// # Time index (.timeindex)
+//
+// Entries of 12 bytes, big-endian:
+//
+//	+-------------------------+-------------------------+
+//	| timestamp (int64, ms)   | relative offset (int32) |
+//	+-------------------------+-------------------------+
+//
+// Written together with an offset-index entry, holding the greatest batch
+// max timestamp so far in the segment and the last offset of the batch that
+// first reached it, but only when that timestamp grew. When a segment rolls
+// or closes, a last entry records the segment's final max timestamp (Kafka's
+// onBecomeInactiveSegment), which is what time-based retention reads after a
+// restart. Preallocated to segment.index.bytes rounded down to a multiple of
+// 12; the index counts as full one entry early, keeping room for that last
+// entry.
+//
+// # Checkpoint files
+//
+// Kafka's text formats, lines ending in '\n':
+//
+//	recovery-point-offset-checkpoint,   leader-epoch-checkpoint:
+//	log-start-offset-checkpoint:
+//	    0                 version          0            version
+//	    2                 entry count      2            entry count
+//	    orders 0 1200     topic part off   0 0          epoch start-offset
+//	    my-topic 3 77                      3 1200
+//
+// A producer-state snapshot (%020d.snapshot) holds the bytes the producer
+// package gives WriteSnapshot; this package only names, writes (atomically)
+// and prunes them.
+//
+// # Durability and recovery
+//
+// Appends reach the page cache; Flush(upTo) fsyncs (fdatasync) the segments
+// holding unflushed data, their indexes and, after a roll, the partition
+// directory, then advances the recovery point. Concurrent Flush callers share
+// one fsync (group commit). The Manager writes the recovery points to
+// recovery-point-offset-checkpoint. On open without .kafka_cleanshutdown,
+// every segment from the one holding the recovery point on is scanned: each
+// batch is CRC-checked and must follow its predecessor's offsets; the first
+// bad or torn batch and everything after it (later segments too) is
+// truncated, and the segment's indexes are rebuilt. With the marker, the scan
+// is skipped, but every index is still sanity-checked (entries within the
+// file, strictly increasing) and rebuilt if it fails. A failed write or fsync
+// takes the log offline: it returns ErrLogOffline from then on.
+//
+// # Concurrency and lock order
+//
+// A Log allows one appender at a time (callers serialize Append per
+// partition) and any number of concurrent readers and Flush callers. Locks,
+// always taken in this order:
+//
+//	Log.appendMu   serializes mutations: Append, roll, truncation, retention,
+//	               DeleteRecordsBefore, epoch and snapshot changes, Close
+//	Log.flushMu    serializes fsyncs; held by Flush, and by anything that
+//	               removes segments (so no fsync runs on a closing file)
+//	Log.mu         (RWMutex) the segment list, log start offset, epoch cache;
+//	               held only briefly, never across I/O except snapshots reads
+//	index.mu       (RWMutex) one index's entries and mapping
+//	Log.deleteMu   the queue of files awaiting delayed deletion
+//
+// The log end offset, recovery point and each segment's size are atomics:
+// readers load them without locks. Data below a segment's published size is
+// never rewritten except by truncation, which readers may race with (as in
+// Kafka, a region read concurrently with a truncation may come up short).
+//
+// Manager.mu guards the Manager's map of logs and is never held while a
+// Log's locks are taken, except Log.mu through read-only accessors.
+package storage

@@ -1,0 +1,33 @@
+package storage
+
+import "errors"
+
+// Errors. The broker maps them to Kafka error codes at its edge.
+var (
+	// ErrCorrupt is returned by Append when a batch fails validation
+	// (length, magic, CRC, record count); it wraps the record package's
+	// error. Broker: CORRUPT_MESSAGE (UNSUPPORTED_FOR_MESSAGE_FORMAT for
+	// record.ErrMagic).
+	ErrCorrupt = errors.New("storage: corrupt record batch")
+	// ErrMessageTooLarge is returned by Append for a batch larger than
+	// max.message.bytes, or a request larger than segment.bytes. Broker:
+	// MESSAGE_TOO_LARGE.
+	ErrMessageTooLarge = errors.New("storage: record batch too large")
+	// ErrOffsetsOutOfOrder is returned by a follower's Append (offsets not
+	// assigned) when the first batch starts below the log end offset or
+	// the batches' offsets do not increase.
+	ErrOffsetsOutOfOrder = errors.New("storage: batch offsets out of order")
+	// ErrOffsetOutOfRange is returned by reads of an offset below the log
+	// start offset or above the log end offset, and by DeleteRecordsBefore
+	// past the log end. Broker: OFFSET_OUT_OF_RANGE.
+	ErrOffsetOutOfRange = errors.New("storage: offset out of range")
+	// ErrLogOffline is returned, wrapping the cause, by every Append,
+	// Flush and mutation after a write or fsync failed: the log can no
+	// longer say what is durable. Broker: KAFKA_STORAGE_ERROR.
+	ErrLogOffline = errors.New("storage: log offline after I/O error")
+	// ErrClosed is returned by operations on a closed or deleted log.
+	ErrClosed = errors.New("storage: log closed")
+	// ErrNoSnapshot is returned by ReadSnapshot for an offset with no
+	// snapshot file.
+	ErrNoSnapshot = errors.New("storage: no such producer snapshot")
+)

@@ -1,0 +1,322 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/strata-io/strata/internal/vfs"
+)
+
+// LogOptions are what a Log needs besides its configuration; the Manager
+// fills them from its checkpoints.
+type LogOptions struct {
+	// Logger receives roll, deletion and recovery events; nil means
+	// slog.Default().
+	Logger *slog.Logger
+	// Now is the clock (segment.ms for batches without timestamps,
+	// flush.ms, retention when called through the Manager); nil means
+	// time.Now.
+	Now func() time.Time
+	// RecoveryPoint is the offset below which data was flushed, from the
+	// recovery-point checkpoint (0 when absent). Without a clean shutdown,
+	// the segment holding it and every later one are scanned.
+	RecoveryPoint int64
+	// LogStartOffset is from the log-start-offset checkpoint, -1 when
+	// absent (the first segment's base offset is used).
+	LogStartOffset int64
+	// CleanShutdown says the data directory holds a clean-shutdown marker:
+	// segments are trusted without a scan (indexes are still checked).
+	CleanShutdown bool
+}
+
+// Log is one partition's log. It is safe for concurrent use with one
+// appender at a time: callers serialize Append (and the other mutators are
+// serialized with it internally); reads, Flush and the accessors may run
+// concurrently with everything.
+type Log struct {
+	fs        vfs.FS
+	topic     string
+	partition int32
+	logger    *slog.Logger
+	now       func() time.Time
+	cfg       atomic.Pointer[Config]
+
+	appendMu   sync.Mutex
+	snapshotMu sync.Mutex // producer snapshot files; after appendMu, before flushMu
+	flushMu    sync.Mutex
+
+	mu        sync.RWMutex
+	dir       string
+	segments  []*segment // by base offset; the last is active; replaced, never edited in place
+	epochs    epochCache
+	snapshots []int64 // offsets of snapshot files, ascending
+	closed    bool
+	deleted   bool // by the Manager: the directory was renamed *-delete
+
+	logEndOffset   atomic.Int64
+	logStartOffset atomic.Int64 // written under mu and appendMu
+	recoveryPoint  atomic.Int64 // written under flushMu
+	lastFlushMs    atomic.Int64
+	unflushedDir   atomic.Bool // files were created in dir since its last sync
+	offline        atomic.Pointer[error]
+
+	deleteMu sync.Mutex
+	pending  map[*pendingDelete]struct{}
+}
+
+// ParsePartitionDir splits a partition directory name "<topic>-<partition>"
+// on its last '-'.
+func ParsePartitionDir(name string) (TopicPartition, error) {
+	i := strings.LastIndexByte(name, '-')
+	if i <= 0 || i == len(name)-1 {
+		return TopicPartition{}, fmt.Errorf("storage: %q is not a <topic>-<partition> directory", name)
+	}
+	p, err := strconv.ParseInt(name[i+1:], 10, 32)
+	if err != nil || p < 0 || name[i+1] == '+' {
+		return TopicPartition{}, fmt.Errorf("storage: %q is not a <topic>-<partition> directory", name)
+	}
+	return TopicPartition{Topic: name[:i], Partition: int32(p)}, nil
+}
+
+// OpenLog opens (creating if needed) the partition log in dir, whose name
+// must be "<topic>-<partition>", recovering it as opts say.
+func OpenLog(fs vfs.FS, dir string, cfg Config, opts LogOptions) (*Log, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	tp, err := ParsePartitionDir(filepath.Base(dir))
+	if err != nil {
+		return nil, err
+	}
+	l := &Log{fs: fs, topic: tp.Topic, partition: tp.Partition, dir: dir, logger: opts.Logger, now: opts.Now,
+		pending: map[*pendingDelete]struct{}{}}
+	if l.logger == nil {
+		l.logger = slog.Default()
+	}
+	l.logger = l.logger.With("topic", tp.Topic, "partition", tp.Partition)
+	if l.now == nil {
+		l.now = time.Now
+	}
+	l.cfg.Store(&cfg)
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := l.load(opts); err != nil {
+		for _, s := range l.segments {
+			s.close()
+		}
+		return nil, fmt.Errorf("storage: opening %s: %w", dir, err)
+	}
+	l.lastFlushMs.Store(l.now().UnixMilli())
+	return l, nil
+}
+
+// Topic returns the topic name.
+func (l *Log) Topic() string { return l.topic }
+
+// Partition returns the partition index.
+func (l *Log) Partition() int32 { return l.partition }
+
+// Dir returns the partition directory (which changes when the Manager
+// deletes the log).
+func (l *Log) Dir() string {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.dir
+}
+
+func (l *Log) String() string { return fmt.Sprintf("%s-%d", l.topic, l.partition) }
+
+// Config returns the current configuration.
+func (l *Log) Config() Config { return *l.cfg.Load() }
+
+// SetConfig changes the configuration (dynamic topic configs). Size limits
+// apply from the next append; index sizes from the next segment.
+func (l *Log) SetConfig(cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	l.cfg.Store(&cfg)
+	return nil
+}
+
+// LogStartOffset returns the first offset a consumer may read.
+func (l *Log) LogStartOffset() int64 { return l.logStartOffset.Load() }
+
+// LogEndOffset returns the offset the next appended record will get.
+func (l *Log) LogEndOffset() int64 { return l.logEndOffset.Load() }
+
+// RecoveryPoint returns the offset below which everything is durable.
+func (l *Log) RecoveryPoint() int64 { return l.recoveryPoint.Load() }
+
+func (l *Log) segmentList() []*segment {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.segments
+}
+
+// Size returns the bytes held by the log's segments.
+func (l *Log) Size() int64 {
+	var n int64
+	for _, s := range l.segmentList() {
+		n += s.size.Load()
+	}
+	return n
+}
+
+// NumSegments returns the number of segments.
+func (l *Log) NumSegments() int { return len(l.segmentList()) }
+
+// SegmentBaseOffsets returns the segments' base offsets, ascending.
+func (l *Log) SegmentBaseOffsets() []int64 {
+	segs := l.segmentList()
+	out := make([]int64, len(segs))
+	for i, s := range segs {
+		out[i] = s.baseOffset
+	}
+	return out
+}
+
+// floorSegment returns the index of the segment with the greatest base
+// offset <= offset, or 0 when offset precedes them all.
+func floorSegment(segs []*segment, offset int64) int {
+	i := sort.Search(len(segs), func(i int) bool { return segs[i].baseOffset > offset })
+	return max(i-1, 0)
+}
+
+// Offline returns the error that took the log offline, or nil.
+func (l *Log) Offline() error {
+	if p := l.offline.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// fail takes the log offline for err, once; it returns the offline error.
+func (l *Log) fail(op string, err error) error {
+	e := fmt.Errorf("%w: %s: %s: %w", ErrLogOffline, l, op, err)
+	if l.offline.CompareAndSwap(nil, &e) {
+		l.logger.Error("log offline", "op", op, "err", err)
+	}
+	return *l.offline.Load()
+}
+
+// writable returns why the log cannot be changed, or nil. l.appendMu must
+// be held.
+func (l *Log) writable() error {
+	if err := l.Offline(); err != nil {
+		return err
+	}
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed || l.deleted {
+		return fmt.Errorf("%w: %s", ErrClosed, l)
+	}
+	return nil
+}
+
+// Close closes the log: the active segment writes its final time-index entry
+// and trims its indexes, which are synced (unless the log is offline), and
+// every file is closed, including those awaiting delayed deletion (which are
+// removed now). Close does not flush data; the Manager flushes first.
+func (l *Log) Close() error {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	segs := l.segments
+	l.mu.Unlock()
+
+	var errs []error
+	if len(segs) > 0 && l.Offline() == nil {
+		active := segs[len(segs)-1]
+		if err := active.becomeInactive(); err != nil {
+			errs = append(errs, err)
+		} else if err := active.flush(false); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, s := range segs {
+		errs = append(errs, s.close())
+	}
+	l.runPendingDeletes()
+	return errors.Join(errs...)
+}
+
+// Epochs returns a copy of the leader-epoch cache.
+func (l *Log) Epochs() []EpochEntry {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return append([]EpochEntry(nil), l.epochs.entries...)
+}
+
+// LatestEpoch returns the latest leader epoch in the cache.
+func (l *Log) LatestEpoch() (int32, bool) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.epochs.latest()
+}
+
+// EndOffsetForEpoch answers OffsetForLeaderEpoch with Kafka's semantics
+// (KIP-101/279): the largest epoch <= epoch in the cache and the start offset
+// of the next higher epoch, or the log end offset when epoch is the latest;
+// (-1, -1) when there is none.
+func (l *Log) EndOffsetForEpoch(epoch int32) (epochOut int32, endOffset int64) {
+	leo := l.logEndOffset.Load()
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.epochs.endOffsetFor(epoch, leo)
+}
+
+// AssignEpoch records that epoch starts at startOffset (a new leader does
+// this at its log end offset), and writes leader-epoch-checkpoint.
+func (l *Log) AssignEpoch(epoch int32, startOffset int64) error {
+	if epoch < 0 || startOffset < 0 {
+		return fmt.Errorf("storage: invalid epoch %d at offset %d", epoch, startOffset)
+	}
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if err := l.writable(); err != nil {
+		return err
+	}
+	return l.assignEpochLocked(epoch, startOffset)
+}
+
+// assignEpochLocked updates the cache and its file. l.appendMu must be held.
+func (l *Log) assignEpochLocked(epoch int32, startOffset int64) error {
+	l.mu.Lock()
+	changed := l.epochs.assign(epoch, startOffset)
+	l.mu.Unlock()
+	if !changed {
+		return nil
+	}
+	return l.writeEpochsLocked()
+}
+
+// writeEpochsLocked writes leader-epoch-checkpoint. l.appendMu must be
+// held. A failure takes the log offline: the cache on disk would disagree
+// with the log.
+func (l *Log) writeEpochsLocked() error {
+	l.mu.RLock()
+	data := l.epochs.encode()
+	dir := l.dir
+	l.mu.RUnlock()
+	if err := vfs.WriteFileAtomic(l.fs, filepath.Join(dir, LeaderEpochCheckpointFile), data); err != nil {
+		return l.fail("writing leader-epoch-checkpoint", err)
+	}
+	return nil
+}

@@ -1,0 +1,516 @@
+package storage
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/strata-io/strata/internal/vfs"
+)
+
+// ManagerOptions configure a Manager.
+type ManagerOptions struct {
+	// Logger receives events; nil means slog.Default().
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Default is the configuration of logs opened from disk; the zero
+	// value means DefaultConfig().
+	Default Config
+	// ConfigFor, when set, gives a topic's configuration (its overrides on
+	// top of the defaults) for logs opened from disk.
+	ConfigFor func(topic string) Config
+	// RecoveryThreads is num.recovery.threads.per.data.dir (Kafka's default
+	// 1): how many logs are opened and recovered in parallel. 0 means
+	// GOMAXPROCS.
+	RecoveryThreads int
+	// RetentionCheckInterval is log.retention.check.interval.ms (default
+	// 300000) for the loop Start runs.
+	RetentionCheckInterval time.Duration
+	// FlushCheckInterval is log.flush.scheduler.interval.ms: how often
+	// Start's loop applies flush.ms. Kafka's default never checks; 0 here
+	// means one second.
+	FlushCheckInterval time.Duration
+	// CheckpointInterval is log.flush.offset.checkpoint.interval.ms
+	// (default 60000): how often Start's loop writes the recovery-point and
+	// log-start-offset checkpoints.
+	CheckpointInterval time.Duration
+	// Skip, when set, names directories of the data dir that are not
+	// partition logs of this Manager (a metadata log kept elsewhere).
+	Skip func(dirName string) bool
+}
+
+// Manager owns one data directory (a log.dirs entry) and every partition
+// log in it. Its methods may be called concurrently.
+type Manager struct {
+	fs     vfs.FS
+	dir    string
+	opts   ManagerOptions
+	logger *slog.Logger
+	now    func() time.Time
+
+	checkpointMu sync.Mutex // serializes checkpoint files writes
+
+	mu       sync.RWMutex
+	logs     map[TopicPartition]*Log
+	deleting map[*Log]*time.Timer
+	closed   bool
+
+	stop, done chan struct{}
+}
+
+// OpenManager opens every partition directory in dir (creating dir if
+// needed). Without a clean-shutdown marker, each log is recovered from its
+// checkpointed recovery point; logs are opened in parallel. The marker is
+// removed once all are open: a crash from now on is unclean. Directories of
+// deleted partitions ("-delete") left by a crash are removed; "-future" and
+// "-stray" directories are ignored.
+func OpenManager(fs vfs.FS, dir string, opts ManagerOptions) (*Manager, error) {
+	if opts.Default == (Config{}) {
+		opts.Default = DefaultConfig()
+	}
+	if err := opts.Default.Validate(); err != nil {
+		return nil, err
+	}
+	m := &Manager{fs: fs, dir: dir, opts: opts, logger: opts.Logger, now: opts.Now,
+		logs: map[TopicPartition]*Log{}, deleting: map[*Log]*time.Timer{}}
+	if m.logger == nil {
+		m.logger = slog.Default()
+	}
+	if m.now == nil {
+		m.now = time.Now
+	}
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := vfs.SyncDir(fs, filepath.Dir(filepath.Clean(dir))); err != nil {
+		return nil, err
+	}
+	recoveryPoints := m.readCheckpoint(RecoveryPointCheckpointFile)
+	logStarts := m.readCheckpoint(LogStartOffsetCheckpointFile)
+	markerPath := filepath.Join(dir, CleanShutdownFile)
+	clean := vfs.Exists(fs, markerPath)
+
+	names, err := fs.List(dir)
+	if err != nil {
+		return nil, err
+	}
+	var toOpen []TopicPartition
+	for _, name := range names {
+		path := filepath.Join(dir, name)
+		st, err := fs.Stat(path)
+		if err != nil {
+			return nil, err
+		}
+		if !st.IsDir() {
+			if strings.HasSuffix(name, tmpSuffix) {
+				if err := fs.Remove(path); err != nil {
+					return nil, err
+				}
+			}
+			continue
+		}
+		switch {
+		case strings.HasSuffix(name, "-delete"):
+			m.logger.Info("removing deleted partition directory", "dir", name)
+			if err := fs.RemoveAll(path); err != nil {
+				return nil, err
+			}
+			continue
+		case strings.HasSuffix(name, "-future"), strings.HasSuffix(name, "-stray"):
+			m.logger.Warn("ignoring partition directory", "dir", name)
+			continue
+		case opts.Skip != nil && opts.Skip(name):
+			continue
+		}
+		tp, err := ParsePartitionDir(name)
+		if err != nil {
+			m.logger.Warn("ignoring directory that is not a partition", "dir", name)
+			continue
+		}
+		toOpen = append(toOpen, tp)
+	}
+
+	start := time.Now()
+	if err := m.openAll(toOpen, recoveryPoints, logStarts, clean); err != nil {
+		for _, l := range m.logs {
+			l.Close()
+		}
+		return nil, err
+	}
+	if clean {
+		if err := fs.Remove(markerPath); err != nil {
+			m.closeLogs()
+			return nil, err
+		}
+	}
+	if err := vfs.SyncDir(fs, dir); err != nil {
+		m.closeLogs()
+		return nil, err
+	}
+	m.logger.Info("opened log directory", "dir", dir, "logs", len(m.logs), "clean_shutdown", clean,
+		"duration", time.Since(start).Round(time.Millisecond))
+	return m, nil
+}
+
+func (m *Manager) closeLogs() {
+	for _, l := range m.logs {
+		l.Close()
+	}
+}
+
+// readCheckpoint reads a data-dir checkpoint; a corrupt one is logged and
+// ignored, which costs a full recovery but trusts nothing.
+func (m *Manager) readCheckpoint(name string) map[TopicPartition]int64 {
+	offsets, err := ReadOffsetCheckpoint(m.fs, filepath.Join(m.dir, name))
+	if err != nil {
+		m.logger.Warn("ignoring unreadable checkpoint", "file", name, "err", err)
+		return map[TopicPartition]int64{}
+	}
+	return offsets
+}
+
+func (m *Manager) configFor(topic string) Config {
+	if m.opts.ConfigFor != nil {
+		return m.opts.ConfigFor(topic)
+	}
+	return m.opts.Default
+}
+
+func (m *Manager) openAll(tps []TopicPartition, recoveryPoints, logStarts map[TopicPartition]int64, clean bool) error {
+	threads := m.opts.RecoveryThreads
+	if threads <= 0 {
+		threads = runtime.GOMAXPROCS(0)
+	}
+	work := make(chan TopicPartition)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	for range min(threads, max(len(tps), 1)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for tp := range work {
+				logStart, ok := logStarts[tp]
+				if !ok {
+					logStart = -1
+				}
+				l, err := OpenLog(m.fs, filepath.Join(m.dir, tp.String()), m.configFor(tp.Topic), LogOptions{
+					Logger: m.logger, Now: m.now, RecoveryPoint: recoveryPoints[tp], LogStartOffset: logStart,
+					CleanShutdown: clean,
+				})
+				mu.Lock()
+				if err != nil {
+					errs = append(errs, err)
+				} else {
+					m.logs[tp] = l
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, tp := range tps {
+		work <- tp
+	}
+	close(work)
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Dir returns the data directory.
+func (m *Manager) Dir() string { return m.dir }
+
+// Log returns a partition's log.
+func (m *Manager) Log(topic string, partition int32) (*Log, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	l, ok := m.logs[TopicPartition{topic, partition}]
+	return l, ok
+}
+
+// Logs returns every log, by topic and partition.
+func (m *Manager) Logs() []*Log {
+	m.mu.RLock()
+	out := make([]*Log, 0, len(m.logs))
+	for _, l := range m.logs {
+		out = append(out, l)
+	}
+	m.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].topic != out[j].topic {
+			return out[i].topic < out[j].topic
+		}
+		return out[i].partition < out[j].partition
+	})
+	return out
+}
+
+// ValidTopicName checks Kafka's rules for topic names, which keep partition
+// directory names safe: 1 to 249 characters of [a-zA-Z0-9._-], not "." or
+// "..".
+func ValidTopicName(topic string) error {
+	if topic == "" || topic == "." || topic == ".." || len(topic) > 249 {
+		return fmt.Errorf("storage: invalid topic name %q", topic)
+	}
+	for _, c := range topic {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("storage: invalid character %q in topic name %q", c, topic)
+		}
+	}
+	return nil
+}
+
+// GetOrCreate returns a partition's log, creating its directory and first
+// segment with cfg if it does not exist. An existing log keeps its
+// configuration (use SetConfig).
+func (m *Manager) GetOrCreate(topic string, partition int32, cfg Config) (*Log, error) {
+	if err := ValidTopicName(topic); err != nil {
+		return nil, err
+	}
+	if partition < 0 {
+		return nil, fmt.Errorf("storage: invalid partition %d", partition)
+	}
+	tp := TopicPartition{topic, partition}
+	if l, ok := m.Log(topic, partition); ok {
+		return l, nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	if l, ok := m.logs[tp]; ok {
+		return l, nil
+	}
+	l, err := OpenLog(m.fs, filepath.Join(m.dir, tp.String()), cfg, LogOptions{
+		Logger: m.logger, Now: m.now, LogStartOffset: -1,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := vfs.SyncDir(m.fs, m.dir); err != nil {
+		l.Close()
+		return nil, err
+	}
+	m.logs[tp] = l
+	m.logger.Info("created log", "topic", topic, "partition", partition)
+	return l, nil
+}
+
+// Delete deletes a partition's log as Kafka does: its directory is renamed
+// "<topic>-<partition>.<unique>-delete" at once (so a new log of the same
+// name can be created), the log stops accepting writes, and its files are
+// closed and removed after file.delete.delay.ms, so regions already handed
+// out stay readable. A missing log is not an error.
+func (m *Manager) Delete(topic string, partition int32) error {
+	tp := TopicPartition{topic, partition}
+	m.mu.Lock()
+	l, ok := m.logs[tp]
+	if !ok {
+		m.mu.Unlock()
+		return nil
+	}
+	delete(m.logs, tp)
+	m.mu.Unlock()
+
+	var unique [16]byte
+	rand.Read(unique[:])
+	newDir := filepath.Join(m.dir, fmt.Sprintf("%s.%s-delete", tp, hex.EncodeToString(unique[:])))
+	if err := l.markDeleted(func(oldDir string) error {
+		if err := m.fs.Rename(oldDir, newDir); err != nil {
+			return err
+		}
+		return vfs.SyncDir(m.fs, m.dir)
+	}, newDir); err != nil {
+		return fmt.Errorf("storage: deleting %s: %w", tp, err)
+	}
+	m.logger.Info("deleted log", "topic", topic, "partition", partition, "dir", filepath.Base(newDir))
+	remove := func() {
+		if err := l.Close(); err != nil {
+			m.logger.Warn("closing deleted log", "dir", newDir, "err", err)
+		}
+		if err := m.fs.RemoveAll(newDir); err != nil {
+			m.logger.Warn("removing deleted log", "dir", newDir, "err", err)
+		}
+	}
+	delay := time.Duration(l.Config().FileDeleteDelayMs) * time.Millisecond
+	if delay <= 0 {
+		remove()
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.deleting[l] = time.AfterFunc(delay, func() {
+		m.mu.Lock()
+		_, ok := m.deleting[l]
+		delete(m.deleting, l)
+		m.mu.Unlock()
+		if ok {
+			remove()
+		}
+	})
+	return nil
+}
+
+// markDeleted stops writes to the log and moves its directory with rename.
+func (l *Log) markDeleted(rename func(oldDir string) error, newDir string) error {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	l.snapshotMu.Lock()
+	defer l.snapshotMu.Unlock()
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := rename(l.dir); err != nil {
+		return err
+	}
+	l.dir = newDir
+	l.deleted = true
+	return nil
+}
+
+// CheckpointRecoveryPoints writes recovery-point-offset-checkpoint and
+// log-start-offset-checkpoint for every log.
+func (m *Manager) CheckpointRecoveryPoints() error {
+	logs := m.Logs()
+	recovery := make(map[TopicPartition]int64, len(logs))
+	starts := make(map[TopicPartition]int64, len(logs))
+	for _, l := range logs {
+		tp := TopicPartition{l.topic, l.partition}
+		recovery[tp] = l.RecoveryPoint()
+		starts[tp] = l.LogStartOffset()
+	}
+	m.checkpointMu.Lock()
+	defer m.checkpointMu.Unlock()
+	return errors.Join(
+		WriteOffsetCheckpoint(m.fs, filepath.Join(m.dir, RecoveryPointCheckpointFile), recovery),
+		WriteOffsetCheckpoint(m.fs, filepath.Join(m.dir, LogStartOffsetCheckpointFile), starts),
+	)
+}
+
+// EnforceRetention applies retention to every log; failures are logged.
+func (m *Manager) EnforceRetention(now time.Time) {
+	for _, l := range m.Logs() {
+		if _, err := l.EnforceRetention(now); err != nil && !errors.Is(err, ErrLogOffline) {
+			m.logger.Warn("retention failed", "log", l.String(), "err", err)
+		}
+	}
+}
+
+// FlushDue flushes every log whose flush.ms has passed since its last
+// flush.
+func (m *Manager) FlushDue(now time.Time) {
+	for _, l := range m.Logs() {
+		cfg := l.cfg.Load()
+		if cfg.FlushMs == math.MaxInt64 || now.UnixMilli()-l.lastFlushMs.Load() < cfg.FlushMs {
+			continue
+		}
+		if err := l.Flush(l.LogEndOffset()); err != nil && !errors.Is(err, ErrLogOffline) && !errors.Is(err, ErrClosed) {
+			m.logger.Warn("scheduled flush failed", "log", l.String(), "err", err)
+		}
+	}
+}
+
+// Start runs the background loop: retention every RetentionCheckInterval,
+// flush.ms every FlushCheckInterval, checkpoints every CheckpointInterval.
+// Close stops it.
+func (m *Manager) Start() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.stop != nil || m.closed {
+		return
+	}
+	m.stop, m.done = make(chan struct{}), make(chan struct{})
+	interval := func(d, def time.Duration) time.Duration {
+		if d <= 0 {
+			return def
+		}
+		return d
+	}
+	retention := time.NewTicker(interval(m.opts.RetentionCheckInterval, 300*time.Second))
+	flush := time.NewTicker(interval(m.opts.FlushCheckInterval, time.Second))
+	checkpoint := time.NewTicker(interval(m.opts.CheckpointInterval, 60*time.Second))
+	go func() {
+		defer close(m.done)
+		defer retention.Stop()
+		defer flush.Stop()
+		defer checkpoint.Stop()
+		for {
+			select {
+			case <-m.stop:
+				return
+			case <-retention.C:
+				m.EnforceRetention(m.now())
+			case <-flush.C:
+				m.FlushDue(m.now())
+			case <-checkpoint.C:
+				if err := m.CheckpointRecoveryPoints(); err != nil {
+					m.logger.Warn("writing checkpoints", "err", err)
+				}
+			}
+		}
+	}()
+}
+
+// Close stops the background loop, finishes delayed deletions, flushes and
+// closes every log, writes the checkpoints and, if all of that succeeded,
+// the clean-shutdown marker that lets the next open skip recovery.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	stop, done := m.stop, m.done
+	deleting := m.deleting
+	m.deleting = map[*Log]*time.Timer{}
+	m.mu.Unlock()
+	if stop != nil {
+		close(stop)
+		<-done
+	}
+	for l, t := range deleting {
+		t.Stop()
+		l.Close()
+		dir := l.Dir()
+		if err := m.fs.RemoveAll(dir); err != nil {
+			m.logger.Warn("removing deleted log", "dir", dir, "err", err)
+		}
+	}
+	var errs []error
+	logs := m.Logs()
+	for _, l := range logs {
+		if err := l.Flush(l.LogEndOffset()); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := m.CheckpointRecoveryPoints(); err != nil {
+		errs = append(errs, err)
+	}
+	for _, l := range logs {
+		if err := l.Close(); err != nil {
+			errs = append(errs, err)
+		}
+		if err := l.Offline(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) == 0 {
+		if err := vfs.WriteFileAtomic(m.fs, filepath.Join(m.dir, CleanShutdownFile), nil); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	m.logger.Info("closed log directory", "dir", m.dir, "logs", len(logs), "clean", len(errs) == 0)
+	return errors.Join(errs...)
+}
