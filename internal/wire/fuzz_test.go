@@ -196,7 +196,7 @@ func countBombs(frame []byte, size int) [][]byte {
 // TestDecodeAllocation checks maxDecodeAllocRatio with count bombs of
 // 64 KiB, where the fuzzer's small inputs cannot reach. It sweeps the
 // requests that were worst when last measured; STRATA_WIRE_ALLOC_SWEEP=1
-// sweeps every key and version (about two minutes).
+// sweeps every key and version (about ten seconds).
 func TestDecodeAllocation(t *testing.T) {
 	const size = 64 << 10
 	sweepAll := os.Getenv("STRATA_WIRE_ALLOC_SWEEP") != ""
