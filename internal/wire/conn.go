@@ -86,7 +86,7 @@ func newConn(s *Server, nc net.Conn) *Conn {
 		br:     bufio.NewReaderSize(nc, readBufferSize),
 		bw:     bufio.NewWriterSize(nc, writeBufferSize),
 	}
-	c.log = s.log.With("conn", c.id, "remote", nc.RemoteAddr().String())
+	c.log = s.log.With("conn", c.id, "remote", addrString(nc.RemoteAddr()))
 	c.ctx, c.cancel = context.WithCancel(s.ctx)
 	if tcp, ok := nc.(*net.TCPConn); ok && canSendfile && !s.cfg.CopySplices {
 		if raw, err := tcp.SyscallConn(); err == nil {
@@ -169,7 +169,7 @@ func (c *Conn) armReadDeadline() {
 
 // serve runs the reader (on the calling goroutine) and the writer.
 func (c *Conn) serve() {
-	c.log.Debug("wire: connection opened", "local", c.nc.LocalAddr().String())
+	c.log.Debug("wire: connection opened", "local", addrString(c.nc.LocalAddr()))
 	go c.writeLoop()
 	defer close(c.queue)
 	for {
@@ -298,6 +298,15 @@ func (c *Conn) decodeFailed(req *Request, err error) {
 		c.server.stats.decodeErrors.Add(1)
 	}
 	c.log.Warn("wire: bad request; closing connection", requestAttrs(req), "err", err)
+}
+
+// addrString formats an address that some connections (Unix sockets)
+// may not have.
+func addrString(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	return a.String()
 }
 
 func isTimeout(err error) bool {
