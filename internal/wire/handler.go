@@ -70,7 +70,7 @@ type Response struct {
 	// calls every Deferred exactly once, also when the connection has
 	// failed, so that waiters are released. A Deferred result that is
 	// itself deferred is an error. Other fields of a response with
-	// Deferred set are ignored, except Done.
+	// Deferred set are ignored, except Close and Done.
 	Deferred func() Response
 
 	// NoResponse writes nothing; for produce requests with acks=0. The

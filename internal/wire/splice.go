@@ -19,6 +19,7 @@ type File interface {
 	Fd() uintptr
 }
 
+// cookieLen is the size of Splice.Cookie.
 const cookieLen = 16
 
 // NoFd is what File.Fd returns for a file without an OS descriptor.
@@ -37,15 +38,15 @@ type FileRegion struct {
 // length, until Response.Done is called; if it comes up short, the frame
 // can no longer be completed and wire closes the connection.
 type Splice struct {
-	Cookie [cookieLen]byte
+	Cookie [16]byte
 	Region FileRegion
 }
 
 // NewCookie returns a random cookie. The generator is seeded from the OS,
 // so a client cannot plant a cookie in a request (a topic name, say) that
 // the response then echoes.
-func NewCookie() [cookieLen]byte {
-	var c [cookieLen]byte
+func NewCookie() [16]byte {
+	var c [16]byte
 	binary.LittleEndian.PutUint64(c[:8], rand.Uint64())
 	binary.LittleEndian.PutUint64(c[8:], rand.Uint64())
 	return c
