@@ -172,3 +172,19 @@ func readAllBatches(t testing.TB, l *Log) [][]byte {
 func tempLogDir(t testing.TB, name string) string {
 	return filepath.Join(t.TempDir(), name)
 }
+
+// newMem returns an in-memory FS holding dir and its ancestors, durably.
+func newMem(t testing.TB, dir string) *vfs.MemFS {
+	fs := vfs.NewMem()
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if err := vfs.SyncDir(fs, d); err != nil {
+			t.Fatal(err)
+		}
+		if d == "/" {
+			return fs
+		}
+	}
+}

@@ -106,8 +106,13 @@ func OpenLog(fs vfs.FS, dir string, cfg Config, opts LogOptions) (*Log, error) {
 		l.now = time.Now
 	}
 	l.cfg.Store(&cfg)
-	if err := fs.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
+	if !vfs.Exists(fs, dir) {
+		if err := fs.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		if err := vfs.SyncDir(fs, filepath.Dir(filepath.Clean(dir))); err != nil {
+			return nil, err
+		}
 	}
 	if err := l.load(opts); err != nil {
 		for _, s := range l.segments {

@@ -288,6 +288,7 @@ func (s *segment) close() error {
 // window, so that a scan from an index entry to its target costs one or two
 // reads.
 type headerScanner struct {
+	file  vfs.File // whose bytes buf holds
 	buf   [8192]byte
 	start int64 // file position of buf[0]
 	n     int   // valid bytes in buf
@@ -298,7 +299,7 @@ var scannerPool = sync.Pool{New: func() any { return new(headerScanner) }}
 // header returns the header of the batch at pos, reading no further than
 // end.
 func (sc *headerScanner) header(f vfs.File, pos, end int64) (record.Header, error) {
-	if pos < sc.start || pos+record.HeaderSize > sc.start+int64(sc.n) {
+	if f != sc.file || pos < sc.start || pos+record.HeaderSize > sc.start+int64(sc.n) {
 		want := min(int64(len(sc.buf)), end-pos)
 		if want < record.HeaderSize {
 			return record.Header{}, fmt.Errorf("%w: header at %d past the end %d", record.ErrShort, pos, end)
@@ -308,7 +309,7 @@ func (sc *headerScanner) header(f vfs.File, pos, end int64) (record.Header, erro
 			sc.n = 0
 			return record.Header{}, err
 		}
-		sc.start, sc.n = pos, n
+		sc.file, sc.start, sc.n = f, pos, n
 	}
 	return record.ParseHeader(sc.buf[pos-sc.start : sc.n])
 }
