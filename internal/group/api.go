@@ -464,6 +464,11 @@ func (c *Coordinator) ConsumerGroupHeartbeat(ctx context.Context, client Client,
 	if !c.cfg.consumerProtocolEnabled() {
 		return fail(kerr.UnsupportedVersion.Code)
 	}
+	if code, msg := c.validateConsumerGroupHeartbeat(req); code != 0 {
+		r := fail(code)
+		r.ErrorMessage = kmsg.StringPtr(msg)
+		return r
+	}
 	s, code := c.shardFor(req.Group)
 	if code != 0 {
 		return fail(code)

@@ -707,7 +707,7 @@ func (s *shard) consumerGroupFenceMember(g *consumerGroup, m *consumerMember, do
 
 // validateConsumerGroupHeartbeat is Kafka's
 // throwIfConsumerGroupHeartbeatRequestIsInvalid.
-func (s *shard) validateConsumerGroupHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest) (int16, string) {
+func (c *Coordinator) validateConsumerGroupHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest) (int16, string) {
 	invalid := func(msg string) (int16, string) { return kerr.InvalidRequest.Code, msg }
 	if (req.Version >= 1 || req.MemberEpoch > 0 || req.MemberEpoch == leaveGroupMemberEpoch) && req.MemberID == "" {
 		return invalid("MemberId can't be empty.")
@@ -744,13 +744,14 @@ func (s *shard) validateConsumerGroupHeartbeat(req *kmsg.ConsumerGroupHeartbeatR
 			return kerr.InvalidRegularExpression.Code, fmt.Sprintf("SubscribedTopicRegex %s is invalid: %v", *req.SubscribedTopicRegex, err)
 		}
 	}
-	if req.ServerAssignor != nil && !s.c.cfg.hasAssignor(*req.ServerAssignor) {
-		return kerr.UnsupportedAssignor.Code, fmt.Sprintf("ServerAssignor %s is not supported. Supported assignors: %s.", *req.ServerAssignor, joinComma(s.c.cfg.ConsumerAssignors))
+	if req.ServerAssignor != nil && !c.cfg.hasAssignor(*req.ServerAssignor) {
+		return kerr.UnsupportedAssignor.Code, fmt.Sprintf("ServerAssignor %s is not supported. Supported assignors: %s.", *req.ServerAssignor, joinComma(c.cfg.ConsumerAssignors))
 	}
 	return 0, ""
 }
 
-// consumerGroupHeartbeat handles a ConsumerGroupHeartbeat (Kafka's
+// consumerGroupHeartbeat handles a ConsumerGroupHeartbeat that passed
+// validateConsumerGroupHeartbeat (Kafka's
 // GroupMetadataManager.consumerGroupHeartbeat). The response goes to reply,
 // after the new group epoch is persisted when it moved.
 func (s *shard) consumerGroupHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest, client Client, reply chan *kmsg.ConsumerGroupHeartbeatResponse) result {
@@ -761,9 +762,6 @@ func (s *shard) consumerGroupHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest, 
 		}
 		deliver(reply, r)
 		return result{}
-	}
-	if code, msg := s.validateConsumerGroupHeartbeat(req); code != 0 {
-		return fail(code, msg)
 	}
 	if req.MemberEpoch == leaveGroupMemberEpoch || req.MemberEpoch == leaveGroupStaticMemberEpoch {
 		return s.consumerGroupLeave(req, reply)

@@ -114,10 +114,16 @@ func TestOffsetCommitFencingClassic(t *testing.T) {
 		h.heartbeat("g", leader, 1)
 	}
 
-	// In CompletingRebalance a commit of the new generation waits for
-	// the assignment: REBALANCE_IN_PROGRESS.
+	// While the group prepares a rebalance, members of the current
+	// generation keep committing (KIP-429 cooperative members consume the
+	// partitions they keep throughout).
 	lj := h.join(joinReq(9, "g", leader))
 	h.eventually("leader to rejoin", func() bool { return h.awaitingJoin("g") == 1 })
+	if got := commit(follower, 1); got != 0 {
+		t.Fatalf("commit in PreparingRebalance: %d", got)
+	}
+	// In CompletingRebalance a commit of the new generation waits for
+	// the assignment: REBALANCE_IN_PROGRESS.
 	fj := h.join(joinReq(9, "g", follower))
 	recv(t, lj)
 	recv(t, fj)
