@@ -479,3 +479,69 @@ func TestCoordinatorRouting(t *testing.T) {
 		t.Fatalf("heartbeat after close: %d", code)
 	}
 }
+
+func TestJoinGroupContextEnds(t *testing.T) {
+	h := newHarness(t, nil)
+	first := recv(t, h.join(joinReq(9, "g", "")))
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := async(func() *kmsg.JoinGroupResponse {
+		return h.c.JoinGroup(ctx, testClient, joinReq(9, "g", first.MemberID))
+	})
+	h.eventually("join to park", func() bool { return h.awaitingJoin("g") == 1 })
+	cancel()
+	if r := recv(t, ch); r.ErrorCode != kerr.RebalanceInProgress.Code {
+		t.Fatalf("join after its context ended: %d", r.ErrorCode)
+	}
+	// As in Kafka, the member stays parked: a client retrying on a new
+	// connection finds it there.
+	if n := h.awaitingJoin("g"); n != 1 {
+		t.Fatalf("awaiting join %d", n)
+	}
+}
+
+// TestSystemClock runs a rebalance on real timers, to exercise the path
+// the broker uses; it takes tens of milliseconds.
+func TestSystemClock(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.OffsetsTopicNumPartitions = 1
+	cfg.InitialRebalanceDelayMs = 20
+	c := NewCoordinator(cfg, Deps{})
+	defer c.Close()
+	c.Load(0, &memPartition{})
+	<-c.shards[0].loaded
+	first := c.JoinGroup(context.Background(), testClient, joinReq(9, "g", ""))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	r := c.JoinGroup(ctx, testClient, joinReq(9, "g", first.MemberID))
+	if r.ErrorCode != 0 || r.Generation != 1 || r.LeaderID != first.MemberID {
+		t.Fatalf("join on the system clock: %+v", r)
+	}
+}
+
+func TestClassicAPIsOnConsumerGroup(t *testing.T) {
+	h := newHarness(t, nil, topic("t", 1))
+	m := h.newMember("g", "t")
+	m.instance = kmsg.StringPtr("i")
+	m.mustHeartbeat()
+	if code := h.heartbeat("g", m.id, m.epoch); code != kerr.UnknownMemberID.Code {
+		t.Fatalf("classic heartbeat to a consumer group: %d", code)
+	}
+	hb := kmsg.NewHeartbeatRequest()
+	hb.Group, hb.MemberID, hb.InstanceID = "g", "other", kmsg.StringPtr("i")
+	if code := h.c.Heartbeat(&hb).ErrorCode; code != kerr.FencedInstanceID.Code {
+		t.Fatalf("classic heartbeat with a taken instance id: %d", code)
+	}
+	if r := recv(t, h.sync(syncReq(5, "g", m.id, m.epoch, nil))); r.ErrorCode != kerr.UnknownMemberID.Code {
+		t.Fatalf("classic sync to a consumer group: %d", r.ErrorCode)
+	}
+	// The admin client removes consumer-protocol members with LeaveGroup.
+	lv := kmsg.NewLeaveGroupRequest()
+	lv.Version, lv.Group = 5, "g"
+	lv.Members = []kmsg.LeaveGroupRequestMember{{InstanceID: kmsg.StringPtr("i")}}
+	if r := h.c.LeaveGroup(context.Background(), &lv); r.ErrorCode != 0 || r.Members[0].ErrorCode != 0 {
+		t.Fatalf("leave %+v", r)
+	}
+	if st, _, _ := h.consumerState("g"); st != "Empty" {
+		t.Fatalf("state %s", st)
+	}
+}
