@@ -1,6 +1,7 @@
 package group
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strings"
@@ -296,4 +297,72 @@ func (c *Coordinator) GroupOffsets() []GroupOffsets {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
 	return out
+}
+
+// DeleteTopicOffsets deletes every group's committed offsets for topics,
+// which were deleted (Kafka's onPartitionsDeleted). The broker calls it
+// when it deletes topics; it returns once the tombstones are committed on
+// every partition this broker coordinates, or ctx ends.
+func (c *Coordinator) DeleteTopicOffsets(ctx context.Context, topics []string) {
+	deleted := make(map[string]bool, len(topics))
+	for _, t := range topics {
+		deleted[t] = true
+	}
+	shards, _ := c.allShards()
+	var replies []chan struct{}
+	for _, s := range shards {
+		if s.lockEvent() != 0 {
+			continue
+		}
+		reply := make(chan struct{})
+		s.append(s.deleteTopicOffsets(deleted, reply))
+		s.unlockEvent()
+		replies = append(replies, reply)
+	}
+	for _, r := range replies {
+		select {
+		case <-r:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (s *shard) deleteTopicOffsets(deleted map[string]bool, reply chan struct{}) result {
+	var (
+		records []kv
+		removed []struct {
+			group string
+			tp    topicPartition
+		}
+	)
+	for _, gid := range sortedKeys(s.offsets) {
+		offsets := s.offsets[gid]
+		for _, topic := range sortedKeys(offsets.committed) {
+			if !deleted[topic] {
+				continue
+			}
+			for _, p := range sortedPartitions(offsets.committed[topic]) {
+				records = append(records, offsetTombstone(gid, topic, p))
+				removed = append(removed, struct {
+					group string
+					tp    topicPartition
+				}{gid, topicPartition{topic, p}})
+			}
+		}
+	}
+	if len(records) == 0 {
+		close(reply)
+		return result{}
+	}
+	return result{records: records, done: func(err error) {
+		if err != nil {
+			s.logger().Warn("failed to delete offsets of deleted topics", "err", err)
+		} else {
+			for _, r := range removed {
+				s.removeOffset(r.group, r.tp.topic, r.tp.partition)
+			}
+		}
+		close(reply)
+	}}
 }

@@ -106,3 +106,20 @@ func TestGroupOffsetsForLag(t *testing.T) {
 		t.Fatalf("GroupOffsets %+v", gs)
 	}
 }
+
+func TestDeleteTopicOffsets(t *testing.T) {
+	h := newHarness(t, nil, topic("t", 2), topic("u", 1))
+	for _, g := range []string{"a", "b", "c"} {
+		h.commit(commitReq(8, g, "", -1, map[string]map[int32]int64{"t": {0: 1, 1: 2}, "u": {0: 3}}))
+	}
+	h.c.DeleteTopicOffsets(context.Background(), []string{"t"})
+	for _, g := range []string{"a", "b", "c"} {
+		if got, _ := h.fetch(g, nil); len(got) != 1 || got["u/0"] != 3 {
+			t.Fatalf("group %s after deleting topic t: %v", g, got)
+		}
+	}
+	n := h.moveTo()
+	if got, _ := n.fetch("a", nil); len(got) != 1 {
+		t.Fatalf("after load: %v", got)
+	}
+}

@@ -17,6 +17,26 @@
 // replaying the partition, plus a write queue and a set of deadlines. Shards
 // are independent; requests to different shards never contend.
 //
+// # Wiring it into the broker
+//
+//   - FindCoordinator (key type GROUP): the coordinator is the leader of
+//     __consumer_offsets partition HashPartition(key). The broker creates
+//     the topic on first use (compacted, offsets.topic.num.partitions
+//     partitions) and answers COORDINATOR_NOT_AVAILABLE while the partition
+//     has no leader.
+//   - When this broker becomes leader of a __consumer_offsets partition,
+//     call Load with an OffsetsPartition over that replica; when it stops
+//     being leader (or the partition goes away), call Unload; on shutdown,
+//     Close. Requests in between get COORDINATOR_LOAD_IN_PROGRESS or
+//     NOT_COORDINATOR, which clients retry.
+//   - Call one method per API with the decoded request (api.go). JoinGroup
+//     and SyncGroup park until the rebalance gets there; OffsetCommit,
+//     OffsetDelete, LeaveGroup, DeleteGroups and ConsumerGroupHeartbeat wait
+//     for their append. Run them as deferred responses. Authorization
+//     (GROUP and TOPIC ACLs, AuthorizedOperations) stays in the broker.
+//   - DeleteTopics calls DeleteTopicOffsets; metrics and the CLI read
+//     GroupOffsets and subtract committed offsets from high watermarks.
+//
 // # State machine and edges
 //
 // The protocol logic (classic.go, consumer.go, offsets.go, admin.go) runs
