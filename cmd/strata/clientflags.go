@@ -46,7 +46,7 @@ func addClientFlags(cmd *cobra.Command) *clientOptions {
 		def = defaultBrokers
 	}
 	f := cmd.PersistentFlags()
-	f.StringVar(&o.brokers, "brokers", def, "comma-separated seed brokers (host:port); default $"+envBrokers+" or "+defaultBrokers)
+	f.StringVar(&o.brokers, "brokers", def, "seed brokers, comma-separated host:port (default from $"+envBrokers+")")
 	f.StringVar(&o.format, "format", "text", "output: text (tables for people) or json (for scripts)")
 	f.DurationVar(&o.timeout, "timeout", 10*time.Second, "timeout for each request to the cluster")
 	f.DurationVar(&o.dialTimeout, "dial-timeout", 5*time.Second, "how long to wait for a broker to accept a connection")

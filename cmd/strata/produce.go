@@ -253,7 +253,11 @@ func printProduceReport(w io.Writer, o *clientOptions, pf *produceFlags, rep pro
 	if o.format == "json" {
 		return writeJSON(w, rep)
 	}
-	fmt.Fprintf(w, "produced %d records to %s\n", rep.Count, rep.Topic)
+	noun := "records"
+	if rep.Count == 1 {
+		noun = "record"
+	}
+	fmt.Fprintf(w, "produced %d %s to %s\n", rep.Count, noun, rep.Topic)
 	for _, r := range rep.Records {
 		if r.Offset >= 0 {
 			fmt.Fprintf(w, "%s/%d@%d\n", rep.Topic, r.Partition, r.Offset)
