@@ -1,0 +1,189 @@
+package storage
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/strata-io/strata/internal/vfs"
+)
+
+func TestManagerLifecycle(t *testing.T) {
+	fs := vfs.Default
+	dir := t.TempDir()
+	cfg := testConfig()
+	opts := ManagerOptions{Logger: quietLogger(), Default: cfg, RecoveryThreads: 3}
+	m, err := OpenManager(fs, dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tps := []TopicPartition{{"orders", 0}, {"orders", 1}, {"my-topic-with-dashes", 7}, {"a.b_c", 0}}
+	for i, tp := range tps {
+		l, err := m.GetOrCreate(tp.Topic, tp.Partition, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 20 * (i + 1) {
+			mustAppend(t, l, makeBatch(t, spec{records: 2, valueSize: 100}), leader(0))
+		}
+	}
+	if again, _ := m.GetOrCreate("orders", 1, cfg); again.LogEndOffset() != 80 {
+		t.Fatal("GetOrCreate did not return the existing log")
+	}
+	for _, bad := range []string{"", ".", "..", "a/b", "a b", strings.Repeat("x", 250)} {
+		if _, err := m.GetOrCreate(bad, 0, cfg); err == nil {
+			t.Errorf("created topic %q", bad)
+		}
+	}
+	// Leftovers a crash may leave in the data dir.
+	fs.MkdirAll(filepath.Join(dir, "gone-0.0123456789abcdef0123456789abcdef-delete"), 0o755)
+	fs.MkdirAll(filepath.Join(dir, "moving-0-future"), 0o755)
+	fs.MkdirAll(filepath.Join(dir, "lost+found"), 0o755)
+	vfs.WriteFileAtomic(fs, filepath.Join(dir, "junk.tmp"), nil)
+	f, _ := fs.Create(filepath.Join(dir, "junk.tmp"))
+	f.Close()
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	m, err = OpenManager(fs, dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(m.Logs()); got != len(tps) {
+		t.Fatalf("%d logs after reopen", got)
+	}
+	for i, tp := range tps {
+		l, ok := m.Log(tp.Topic, tp.Partition)
+		if !ok || l.LogEndOffset() != int64(40*(i+1)) {
+			t.Fatalf("%v after reopen: %v", tp, ok)
+		}
+	}
+	for _, name := range []string{"gone-0.0123456789abcdef0123456789abcdef-delete", "junk.tmp"} {
+		if vfs.Exists(fs, filepath.Join(dir, name)) {
+			t.Errorf("%s survived opening", name)
+		}
+	}
+	if !vfs.Exists(fs, filepath.Join(dir, "moving-0-future")) {
+		t.Error("future dir removed")
+	}
+
+	// Delete renames at once and removes after the delay.
+	l, _ := m.Log("orders", 1)
+	cfgDelay := l.Config()
+	cfgDelay.FileDeleteDelayMs = 30
+	l.SetConfig(cfgDelay)
+	if err := m.Delete("orders", 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m.Log("orders", 1); ok {
+		t.Fatal("deleted log still listed")
+	}
+	if vfs.Exists(fs, filepath.Join(dir, "orders-1")) || !strings.HasSuffix(l.Dir(), "-delete") {
+		t.Fatalf("deleted log at %s", l.Dir())
+	}
+	if _, err := l.Append(makeBatch(t, spec{}), leader(0)); err == nil {
+		t.Fatal("append to a deleted log succeeded")
+	}
+	// A new log of the same name starts empty.
+	nl, err := m.GetOrCreate("orders", 1, cfg)
+	if err != nil || nl.LogEndOffset() != 0 {
+		t.Fatalf("recreated: %v", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for vfs.Exists(fs, l.Dir()) {
+		if time.Now().After(deadline) {
+			t.Fatal("deleted directory never removed")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// After a crash (no clean marker), logs recover from their checkpointed
+// recovery points, and the checkpoint's log start offsets hold.
+func TestManagerRecoversAfterCrash(t *testing.T) {
+	fs := newMem(t, "/data")
+	cfg := testConfig()
+	m, err := OpenManager(fs, "/data", ManagerOptions{Logger: quietLogger(), Default: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ends []int64
+	for p := range int32(4) {
+		l, err := m.GetOrCreate("t", p, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 50 {
+			mustAppend(t, l, makeBatch(t, spec{records: 3, valueSize: 60, ts: int64(i)}), leader(1))
+		}
+		if p == 2 {
+			if _, err := l.DeleteRecordsBefore(40); err != nil {
+				t.Fatal(err)
+			}
+		}
+		l.Flush(l.LogEndOffset())
+		ends = append(ends, l.LogEndOffset())
+		// Unflushed appends after the flush may or may not survive.
+		mustAppend(t, l, makeBatch(t, spec{records: 1}), leader(1))
+	}
+	if err := m.CheckpointRecoveryPoints(); err != nil {
+		t.Fatal(err)
+	}
+	crashed := fs.CrashClone()
+	m.Close()
+	rm, err := OpenManager(crashed, "/data", ManagerOptions{Logger: quietLogger(), Default: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rm.Close()
+	for p := range int32(4) {
+		l, ok := rm.Log("t", p)
+		if !ok {
+			t.Fatalf("partition %d lost", p)
+		}
+		if l.LogEndOffset() != ends[p] {
+			t.Fatalf("partition %d: end %d, want %d", p, l.LogEndOffset(), ends[p])
+		}
+		if want := map[bool]int64{true: 40, false: 0}[p == 2]; l.LogStartOffset() != want {
+			t.Fatalf("partition %d: log start %d, want %d", p, l.LogStartOffset(), want)
+		}
+	}
+}
+
+func TestManagerBackgroundLoop(t *testing.T) {
+	fs := vfs.NewMem()
+	cfg := testConfig()
+	cfg.FlushMs = 1
+	cfg.RetentionMs = 1
+	m, err := OpenManager(fs, "/data", ManagerOptions{Logger: quietLogger(), Default: cfg,
+		RetentionCheckInterval: 5 * time.Millisecond, FlushCheckInterval: time.Millisecond, CheckpointInterval: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, _ := m.GetOrCreate("t", 0, cfg)
+	for i := range 100 {
+		mustAppend(t, l, makeBatch(t, spec{records: 1, valueSize: 200, ts: int64(i)}), leader(0))
+	}
+	m.Start()
+	deadline := time.Now().Add(10 * time.Second)
+	for l.NumSegments() > 1 || l.RecoveryPoint() < l.LogEndOffset() ||
+		!vfs.Exists(fs, "/data/"+RecoveryPointCheckpointFile) {
+		if time.Now().After(deadline) {
+			t.Fatalf("background loop idle: %d segments, recovery point %d of %d", l.NumSegments(), l.RecoveryPoint(), l.LogEndOffset())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := vfs.ReadFile(fs, "/data/"+RecoveryPointCheckpointFile)
+	if want := fmt.Sprintf("0\n1\nt 0 %d\n", l.LogEndOffset()); string(data) != want {
+		t.Fatalf("checkpoint %q, want %q", data, want)
+	}
+}
