@@ -32,20 +32,17 @@ func (h *harness) stableGroup(group string, n int) []string {
 	for i := range ids {
 		ids[i], chans[i] = h.joinNew(group)
 	}
-	// group.initial.rebalance.delay.ms, extended while members keep coming.
-	responses := make([]*kmsg.JoinGroupResponse, n)
-	for got := 0; got < n; {
-		h.clock.Advance(3 * time.Second)
-		for i := range chans {
-			if responses[i] != nil {
-				continue
-			}
-			select {
-			case responses[i] = <-chans[i]:
-				got++
-			case <-time.After(10 * time.Millisecond):
-			}
+	// group.initial.rebalance.delay.ms, extended while members keep coming;
+	// the join phase ends inside Advance.
+	for i := 0; h.classicState(group) != "CompletingRebalance"; i++ {
+		if i == 20 {
+			h.t.Fatalf("join phase of %s did not complete", group)
 		}
+		h.clock.Advance(3 * time.Second)
+	}
+	responses := make([]*kmsg.JoinGroupResponse, n)
+	for i := range chans {
+		responses[i] = recv(h.t, chans[i])
 	}
 	var leader string
 	for i := range ids {
