@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -266,9 +267,18 @@ func printGroupDescription(w io.Writer, d groupDescription) error {
 	}
 	if len(d.Partitions) > 0 {
 		fmt.Fprintln(w)
-		t = newTable(w, "TOPIC", "PARTITION", "COMMITTED", "LOG-START", "LOG-END", "LAG", "MEMBER-ID", "ERROR")
+		withErrors := slices.ContainsFunc(d.Partitions, func(p groupPartitionInfo) bool { return p.Error != "" })
+		header := []string{"TOPIC", "PARTITION", "COMMITTED", "LOG-START", "LOG-END", "LAG", "MEMBER-ID"}
+		if withErrors {
+			header = append(header, "ERROR")
+		}
+		t = newTable(w, header...)
 		for _, p := range d.Partitions {
-			t.row(p.Topic, p.Partition, offsetString(p.Committed), offsetString(p.LogStart), offsetString(p.LogEnd), p.Lag, p.MemberID, p.Error)
+			row := []any{p.Topic, p.Partition, offsetString(p.Committed), offsetString(p.LogStart), offsetString(p.LogEnd), p.Lag, p.MemberID}
+			if withErrors {
+				row = append(row, p.Error)
+			}
+			t.row(row...)
 		}
 		return t.flush()
 	}

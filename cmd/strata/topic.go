@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -416,9 +417,18 @@ func printTopicDescription(w io.Writer, d topicDescription) error {
 		return err
 	}
 	fmt.Fprintln(w)
-	t = newTable(w, "PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "LOG-START", "HIGH-WATERMARK", "ERROR")
+	withErrors := slices.ContainsFunc(d.Partitions, func(p partitionInfo) bool { return p.Error != "" })
+	header := []string{"PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "LOG-START", "HIGH-WATERMARK"}
+	if withErrors {
+		header = append(header, "ERROR")
+	}
+	t = newTable(w, header...)
 	for _, p := range d.Partitions {
-		t.row(p.Partition, p.Leader, p.LeaderEpoch, ints(p.Replicas), ints(p.ISR), p.LogStart, p.HighWatermark, p.Error)
+		row := []any{p.Partition, p.Leader, p.LeaderEpoch, ints(p.Replicas), ints(p.ISR), offsetString(p.LogStart), offsetString(p.HighWatermark)}
+		if withErrors {
+			row = append(row, p.Error)
+		}
+		t.row(row...)
 	}
 	if err := t.flush(); err != nil {
 		return err
