@@ -165,7 +165,7 @@ func (l *Log) Append(batches []byte, opts AppendOptions) (AppendInfo, error) {
 
 	if next-l.recoveryPoint.Load() >= cfg.FlushMessages ||
 		cfg.FlushMs != math.MaxInt64 && l.now().UnixMilli()-l.lastFlushMs.Load() >= cfg.FlushMs {
-		if err := l.Flush(next); err != nil {
+		if err := l.flush(next, false); err != nil {
 			return info, err
 		}
 	}

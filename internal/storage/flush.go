@@ -2,6 +2,8 @@ package storage
 
 import (
 	"fmt"
+	"runtime"
+	"time"
 
 	"github.com/strata-io/strata/internal/vfs"
 )
@@ -16,22 +18,76 @@ import (
 // meanwhile, so each waiter either finds its offset already durable or
 // joins the next round. A failed fsync takes the log offline; Flush then
 // returns ErrLogOffline, now and forever.
-func (l *Log) Flush(upTo int64) error {
+func (l *Log) Flush(upTo int64) error { return l.flush(upTo, true) }
+
+// flush is Flush; linger is false when the caller holds l.appendMu (no
+// append can arrive to share the fsync).
+func (l *Log) flush(upTo int64, linger bool) error {
 	if err := l.Offline(); err != nil {
 		return err
 	}
 	if upTo <= l.recoveryPoint.Load() {
 		return nil
 	}
-	l.flushMu.Lock()
-	defer l.flushMu.Unlock()
-	if err := l.Offline(); err != nil {
-		return err
+	// One caller at a time leads a round: it syncs everything appended so
+	// far. The others wait on the condition, not on the fsync's lock, so
+	// that those the round covered return as soon as it ends and one of
+	// the rest leads the next round.
+	l.commitMu.Lock()
+	defer l.commitMu.Unlock()
+	for {
+		if err := l.Offline(); err != nil {
+			return err
+		}
+		if upTo <= l.recoveryPoint.Load() {
+			return nil
+		}
+		if l.committing {
+			l.commitDone.Wait()
+			continue
+		}
+		l.committing = true
+		l.commitMu.Unlock()
+		l.flushMu.Lock()
+		if linger {
+			l.linger()
+		}
+		err := l.flushLocked()
+		l.flushMu.Unlock()
+		l.commitMu.Lock()
+		l.committing = false
+		l.commitDone.Broadcast()
+		if err != nil {
+			return err
+		}
 	}
-	if upTo <= l.recoveryPoint.Load() {
-		return nil
+}
+
+// linger delays an fsync while appends keep arriving, so that they share
+// it: with N appenders each appending then flushing, the ones released by
+// the previous fsync are appending right now, and an fsync started at once
+// would cover only some of them (commit_delay in PostgreSQL, the binlog
+// group-commit delay in MySQL). It waits while the log end moves, at most a
+// quarter of the last fsync's duration, so a fast device is barely delayed
+// and an idle log not at all. l.flushMu must be held.
+func (l *Log) linger() {
+	budget := time.Duration(l.lastSyncNanos.Load()) / 4
+	if budget < 20*time.Microsecond {
+		return
 	}
-	return l.flushLocked()
+	const quiet = 20 * time.Microsecond
+	start := time.Now()
+	last, lastChange := l.logEndOffset.Load(), start
+	for {
+		runtime.Gosched()
+		now := time.Now()
+		if cur := l.logEndOffset.Load(); cur != last {
+			last, lastChange = cur, now
+		}
+		if now.Sub(lastChange) > quiet || now.Sub(start) > budget {
+			return
+		}
+	}
 }
 
 // flushLocked syncs everything appended so far. l.flushMu must be held.
@@ -52,6 +108,9 @@ func (l *Log) flushLocked() error {
 	// and past it while segments are still dirty (one that rolled while an
 	// earlier flush ran has unsynced indexes below the recovery point).
 	first := floorSegment(segs, recoveryPoint)
+	l.fsyncRounds.Add(1)
+	syncStart := time.Now()
+	defer func() { l.lastSyncNanos.Store(int64(time.Since(syncStart))) }()
 	for i := len(segs) - 1; i >= 0; i-- {
 		s := segs[i]
 		if i < first && !s.dirtyLog.Load() && !s.dirtyIndex.Load() {

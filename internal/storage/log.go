@@ -53,6 +53,12 @@ type Log struct {
 	snapshotMu sync.Mutex // producer snapshot files; after appendMu, before flushMu
 	flushMu    sync.Mutex
 
+	// Group commit: commitMu guards committing (a Flush round is running);
+	// commitDone is signalled when one ends. Never held across I/O.
+	commitMu   sync.Mutex
+	commitDone *sync.Cond
+	committing bool
+
 	mu        sync.RWMutex
 	dir       string
 	segments  []*segment // by base offset; the last is active; replaced, never edited in place
@@ -65,6 +71,8 @@ type Log struct {
 	logStartOffset atomic.Int64 // written under mu and appendMu
 	recoveryPoint  atomic.Int64 // written under flushMu
 	lastFlushMs    atomic.Int64
+	lastSyncNanos  atomic.Int64 // how long the last flush's fsyncs took
+	fsyncRounds    atomic.Int64 // flushes that synced, for group-commit figures
 	unflushedDir   atomic.Bool // files were created in dir since its last sync
 	offline        atomic.Pointer[error]
 
@@ -98,6 +106,7 @@ func OpenLog(fs vfs.FS, dir string, cfg Config, opts LogOptions) (*Log, error) {
 	}
 	l := &Log{fs: fs, topic: tp.Topic, partition: tp.Partition, dir: dir, logger: opts.Logger, now: opts.Now,
 		pending: map[*pendingDelete]struct{}{}}
+	l.commitDone = sync.NewCond(&l.commitMu)
 	if l.logger == nil {
 		l.logger = slog.Default()
 	}
