@@ -243,27 +243,17 @@ func (ix *indexFile) close() error {
 	return err
 }
 
-// largestLowerBound returns the largest i in [0, n) with key(i) <= target,
-// or -1, searching the warm tail first. key must not decrease.
-func largestLowerBound(n, warmEntries int, key func(i int) int64, target int64) int {
-	if n == 0 || key(0) > target {
-		return -1
-	}
-	lo, hi := 0, n-1
-	if w := n - 1 - warmEntries; w > 0 && key(w) <= target {
-		lo = w
-	} else if w > 0 {
-		hi = w
-	}
-	for lo < hi {
-		mid := int(uint(lo+hi+1) >> 1)
-		if key(mid) <= target {
-			lo = mid
-		} else {
-			hi = mid - 1
+// searchRange returns the range of entries to binary-search for a key:
+// the warm tail when the key is at or after its first entry (the common
+// case for consumers and followers near the log end), else the rest.
+func searchRange(n, warmEntries int, keyAtWarm int64, target int64) (lo, hi int) {
+	if w := n - 1 - warmEntries; w > 0 {
+		if keyAtWarm <= target {
+			return w, n - 1
 		}
+		return 0, w
 	}
-	return lo
+	return 0, n - 1
 }
 
 // offsetIndex maps a batch's last offset to its file position.
@@ -309,11 +299,31 @@ func (x *offsetIndex) append(offset, pos int64) {
 func (x *offsetIndex) lookup(target int64) (offset, pos int64) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	i := largestLowerBound(x.entries, warmBytes/offsetIndexEntrySize, x.relOffset, target-x.baseOffset)
+	i := x.largestAtMost(target - x.baseOffset)
 	if i < 0 {
 		return x.baseOffset, 0
 	}
 	return x.baseOffset + x.relOffset(i), x.position(i)
+}
+
+// largestAtMost returns the last entry whose relative offset is <= rel, or
+// -1. x.mu must be held.
+func (x *offsetIndex) largestAtMost(rel int64) int {
+	n := x.entries
+	if n == 0 || x.relOffset(0) > rel {
+		return -1
+	}
+	warm := max(n-1-warmBytes/offsetIndexEntrySize, 0)
+	lo, hi := searchRange(n, warmBytes/offsetIndexEntrySize, x.relOffset(warm), rel)
+	for lo < hi {
+		mid := int(uint(lo+hi+1) >> 1)
+		if x.relOffset(mid) <= rel {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return lo
 }
 
 // floor returns the last entry whose position is <= maxPos and whose offset
@@ -325,17 +335,21 @@ func (x *offsetIndex) floor(maxPos, maxOffset int64) (offset, pos int64, ok bool
 	// Both fields increase, so "position <= maxPos and offset < maxOffset"
 	// holds for a prefix of the entries.
 	relMax := maxOffset - x.baseOffset
-	key := func(i int) int64 {
-		if x.position(i) <= maxPos && x.relOffset(i) < relMax {
-			return 0
-		}
-		return 1
-	}
-	i := largestLowerBound(x.entries, warmBytes/offsetIndexEntrySize, key, 0)
-	if i < 0 {
+	fits := func(i int) bool { return x.position(i) <= maxPos && x.relOffset(i) < relMax }
+	n := x.entries
+	if n == 0 || !fits(0) {
 		return 0, 0, false
 	}
-	return x.baseOffset + x.relOffset(i), x.position(i), true
+	lo, hi := 0, n-1
+	for lo < hi {
+		mid := int(uint(lo+hi+1) >> 1)
+		if fits(mid) {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return x.baseOffset + x.relOffset(lo), x.position(lo), true
 }
 
 // lastEntry returns the last entry, or (baseOffset, 0).
@@ -443,11 +457,20 @@ func (x *timeIndex) maybeAppend(ts, offset int64, skipFull bool) {
 func (x *timeIndex) lookup(target int64) (ts, offset int64) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	i := largestLowerBound(x.entries, warmBytes/timeIndexEntrySize, x.timestamp, target)
-	if i < 0 {
+	n := x.entries
+	if n == 0 || x.timestamp(0) > target {
 		return -1, x.baseOffset
 	}
-	return x.timestamp(i), x.baseOffset + x.relOffset(i)
+	lo, hi := 0, n-1
+	for lo < hi {
+		mid := int(uint(lo+hi+1) >> 1)
+		if x.timestamp(mid) <= target {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return x.timestamp(lo), x.baseOffset + x.relOffset(lo)
 }
 
 // truncateToOffset drops the entries pointing at offset or later.

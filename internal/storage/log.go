@@ -73,7 +73,7 @@ type Log struct {
 	lastFlushMs    atomic.Int64
 	lastSyncNanos  atomic.Int64 // how long the last flush's fsyncs took
 	fsyncRounds    atomic.Int64 // flushes that synced, for group-commit figures
-	unflushedDir   atomic.Bool // files were created in dir since its last sync
+	unflushedDir   atomic.Bool  // files were created in dir since its last sync
 	offline        atomic.Pointer[error]
 
 	deleteMu sync.Mutex

@@ -334,13 +334,15 @@ func (sc *headerScanner) scan(f vfs.File, pos, end int64, fn func(h *record.Head
 // is >= offset, scanning from the index entry at or below it; found is false
 // when no batch in the first end bytes qualifies.
 func (s *segment) find(sc *headerScanner, offset, end int64) (pos int64, h record.Header, found bool, err error) {
-	_, start := s.offsetIdx.lookup(offset)
-	err = sc.scan(s.log, start, end, func(hh *record.Header, p int64) bool {
-		if hh.LastOffset() >= offset {
-			pos, h, found = p, *hh, true
-			return false
+	_, pos = s.offsetIdx.lookup(offset)
+	for pos < end {
+		if h, err = sc.header(s.log, pos, end); err != nil {
+			return 0, h, false, err
 		}
-		return true
-	})
-	return pos, h, found, err
+		if h.LastOffset() >= offset {
+			return pos, h, true, nil
+		}
+		pos += int64(h.Size())
+	}
+	return 0, h, false, nil
 }
