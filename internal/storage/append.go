@@ -115,7 +115,15 @@ func (l *Log) Append(batches []byte, opts AppendOptions) (AppendInfo, error) {
 
 	active := l.segments[len(l.segments)-1]
 	if l.shouldRoll(active, cfg, &info) {
-		s, err := l.roll(max(info.FirstOffset, leo), cfg)
+		// The new segment starts at the log end, so that recovery can tell
+		// a lost segment tail from a legitimate gap: only offsets that
+		// cannot be indexed relative to the log end start it at the
+		// first batch instead.
+		base := leo
+		if info.LastOffset-leo > math.MaxInt32 {
+			base = info.FirstOffset
+		}
+		s, err := l.roll(base, cfg)
 		if err != nil {
 			return info, err
 		}

@@ -335,3 +335,33 @@ func TestScanBatchHeaders(t *testing.T) {
 		}
 	}
 }
+
+// One request of many batches can fill the index; the append still
+// succeeds (the index takes no more entries) and the next one rolls.
+func TestAppendFillingTheIndex(t *testing.T) {
+	cfg := testConfig()
+	cfg.SegmentBytes = 1 << 20
+	cfg.SegmentIndexBytes = 48 // 6 offset entries, 4 time entries
+	cfg.IndexIntervalBytes = 0 // an entry before every batch but the first
+	forEachFS(t, func(t *testing.T, fs vfs.FS, dir string) {
+		l := openTestLog(t, fs, dir, cfg, LogOptions{})
+		defer l.Close()
+		var req [][]byte
+		for i := range 20 {
+			req = append(req, makeBatch(t, spec{ts: int64(i)}))
+		}
+		all := concat(req...)
+		mustAppend(t, l, all, leader(0))
+		var stored [][]byte // the batches as stored: offsets assigned in place
+		record.Batches(all, func(_ record.Header, b []byte) bool { stored = append(stored, b); return true })
+		last := makeBatch(t, spec{})
+		if info := mustAppend(t, l, last, leader(0)); info.RolledTo != 20 {
+			t.Fatalf("no roll after a full index: %+v", info)
+		}
+		stored = append(stored, last)
+		checkEveryOffset(t, l, stored)
+		l.Close()
+		l = openTestLog(t, fs, dir, cfg, LogOptions{})
+		checkEveryOffset(t, l, stored)
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -137,9 +138,12 @@ func (l *Log) load(opts LogOptions) error {
 			return err
 		}
 		recovered[i] = true
-		if i > 0 && recovered[i-1] && s.baseOffset < l.segments[i-1].nextOffset {
-			bad = true // overlaps its predecessor: treat as garbage
-			s.size.Store(0)
+		if !bad && !last {
+			if why := l.checkBoundary(s, l.segments[i+1]); why != "" {
+				l.logger.Warn("dropping segments after a lost segment tail", "segment", s.baseOffset,
+					"next_segment", l.segments[i+1].baseOffset, "reason", why)
+				bad = true
+			}
 		}
 		if bad && !last {
 			// Everything after a corrupt batch is suspect.
@@ -221,6 +225,37 @@ func (l *Log) load(opts LogOptions) error {
 	return nil
 }
 
+// checkBoundary checks that next, the segment after the recovered segment
+// s, starts where s ends. Rolls start the new segment at the log end
+// offset, except when the appended offsets cannot be indexed relative to it
+// (a follower's jump of more than 2^31 offsets), when the segment starts at
+// the first appended batch. Any other gap means the end of s was lost (a
+// power loss kept later data but not s's tail, at a batch boundary): the
+// later segments must go, or the log would skip offsets. It returns why, or
+// "".
+func (l *Log) checkBoundary(s, next *segment) string {
+	switch {
+	case next.baseOffset < s.nextOffset:
+		return fmt.Sprintf("segment %d overlaps its predecessor, which ends at %d", next.baseOffset, s.nextOffset)
+	case next.baseOffset == s.nextOffset:
+		return ""
+	}
+	// A legitimate gap holds a batch that a segment starting at s's end
+	// could not have indexed; usually the first batch shows it.
+	sc := scannerPool.Get().(*headerScanner)
+	defer scannerPool.Put(sc)
+	sc.n = 0
+	legit := false
+	sc.scan(next.log, 0, next.size.Load(), func(h *record.Header, _ int64) bool {
+		legit = h.LastOffset()-s.nextOffset > math.MaxInt32
+		return !legit
+	})
+	if legit {
+		return ""
+	}
+	return fmt.Sprintf("segment %d starts after its predecessor's end %d", next.baseOffset, s.nextOffset)
+}
+
 // loadEnd finds the end offset of a trusted segment by scanning from its
 // last index entry.
 func (s *segment) loadEnd() error {
@@ -292,12 +327,7 @@ func (l *Log) recoverSegment(s *segment, stats *recoveryStats) (bad bool, err er
 			why = err
 			break
 		}
-		if !s.indexesFull() {
-			s.indexBatch(&h, pos, cfg.IndexIntervalBytes)
-		} else {
-			s.observeTimestamp(h.MaxTimestamp, h.LastOffset())
-			s.nextOffset = h.NextOffset()
-		}
+		s.indexBatch(&h, pos, cfg.IndexIntervalBytes)
 		prevLast = h.LastOffset()
 		pos += int64(h.Size())
 	}

@@ -352,3 +352,51 @@ func TestPowerLossKeepsAcknowledgedFlushes(t *testing.T) {
 		m.Close()
 	}
 }
+
+// A power loss can keep a later segment while losing the end of an earlier
+// one at a batch boundary; recovery must not then skip offsets. A
+// legitimate gap (a follower's jump past what a segment can index) stays.
+func TestLostSegmentTailDropsLaterSegments(t *testing.T) {
+	dir := tempLogDir(t, "t-0")
+	l := openTestLog(t, vfs.Default, dir, testConfig(), LogOptions{})
+	var stored [][]byte
+	for i := range 60 {
+		b := makeBatch(t, spec{records: 2, valueSize: 150, ts: int64(i)})
+		mustAppend(t, l, b, leader(0))
+		stored = append(stored, b)
+	}
+	segs := l.SegmentBaseOffsets()
+	l.Close()
+	// Cut the last batch of the second segment: a clean batch boundary.
+	second := filepath.Join(dir, segmentName(segs[1])+logSuffix)
+	inFirstTwo := 0
+	for _, b := range stored {
+		if h, _ := record.ParseHeader(b); h.BaseOffset < segs[2] {
+			inFirstTwo++
+		}
+	}
+	kept := inFirstTwo - 1
+	if err := os.Truncate(second, int64(len(readFile(t, second))-len(stored[kept]))); err != nil {
+		t.Fatal(err)
+	}
+	r := openTestLog(t, vfs.Default, dir, testConfig(), LogOptions{})
+	checkPrefix(t, r, stored, kept)
+	if r.NumSegments() != 2 {
+		t.Fatalf("%d segments after recovery", r.NumSegments())
+	}
+	r.Close()
+
+	// A follower's jump of 2^40 offsets rolls to a segment at the jump,
+	// and survives recovery.
+	dir2 := tempLogDir(t, "u-0")
+	l = openTestLog(t, vfs.Default, dir2, testConfig(), LogOptions{})
+	follower := AppendOptions{LogAppendTime: -1}
+	mustAppend(t, l, makeBatch(t, spec{base: 0, records: 3}), follower)
+	mustAppend(t, l, makeBatch(t, spec{base: 1 << 40}), follower)
+	l.Close()
+	r = openTestLog(t, vfs.Default, dir2, testConfig(), LogOptions{})
+	defer r.Close()
+	if r.LogEndOffset() != 1<<40+1 || r.NumSegments() != 2 {
+		t.Fatalf("jump lost: end %d, %d segments", r.LogEndOffset(), r.NumSegments())
+	}
+}

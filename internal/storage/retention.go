@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/strata-io/strata/internal/record"
@@ -17,6 +18,7 @@ import (
 type pendingDelete struct {
 	seg   *segment
 	timer *time.Timer
+	once  sync.Once // the timer and Close may both try to finish it
 }
 
 // retireLocked takes segments out of use: their files are renamed
@@ -41,13 +43,10 @@ func (l *Log) retireLocked(segs []*segment) error {
 		l.deleteMu.Lock()
 		l.pending[pd] = struct{}{}
 		pd.timer = time.AfterFunc(delay, func() {
+			l.finishDelete(pd)
 			l.deleteMu.Lock()
-			_, ok := l.pending[pd]
 			delete(l.pending, pd)
 			l.deleteMu.Unlock()
-			if ok {
-				l.finishDelete(pd)
-			}
 		})
 		l.deleteMu.Unlock()
 	}
@@ -55,6 +54,10 @@ func (l *Log) retireLocked(segs []*segment) error {
 }
 
 func (l *Log) finishDelete(pd *pendingDelete) {
+	pd.once.Do(func() { l.finishDeleteOnce(pd) })
+}
+
+func (l *Log) finishDeleteOnce(pd *pendingDelete) {
 	if err := pd.seg.close(); err != nil {
 		l.logger.Warn("closing deleted segment", "segment", pd.seg.baseOffset, "err", err)
 	}

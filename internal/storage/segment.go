@@ -219,7 +219,10 @@ func (s *segment) indexBatch(h *record.Header, pos int64, indexInterval int) {
 		s.rollingBasedTimestamp = h.MaxTimestamp
 	}
 	s.observeTimestamp(h.MaxTimestamp, h.LastOffset())
-	if pos-s.lastIndexEntryPos > int64(indexInterval) {
+	// A full index takes no more entries: one append of many batches can
+	// fill it (the next append rolls), and recovery may meet a segment
+	// written with a bigger segment.index.bytes. Lookups then scan further.
+	if pos-s.lastIndexEntryPos > int64(indexInterval) && !s.indexesFull() {
 		s.offsetIdx.append(h.LastOffset(), pos)
 		ts, off := s.maxTimestampAndOffset()
 		s.timeIdx.maybeAppend(ts, off, false)
