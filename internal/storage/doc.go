@@ -41,7 +41,10 @@
 //	+-------------------+-------------------+-----+
 //
 // Base offsets increase; a batch's offsets are [base, base+lastOffsetDelta].
-// A follower may store gaps between batches (a compacted leader's log).
+// A follower may store gaps between batches (a compacted leader's log). A
+// segment rolls to a new one based at the log end offset, or at the first
+// appended batch when its offsets cannot be indexed relative to the log end;
+// recovery relies on that to tell a lost segment tail from a gap.
 //
 // # Offset index (.index)
 //
@@ -52,10 +55,11 @@
 //	+-------------------------+-------------------------+
 //
 // relative offset = the LAST offset of the batch starting at file position,
-// minus the segment's base offset. An entry is added before appending a
-// batch when more than index.interval.bytes were appended since the last
-// entry (so the first batch never has one: a lookup that finds no entry
-// starts at position 0). Entries increase strictly in both fields. The
+// minus the segment's base offset. An entry is added for a batch that starts
+// more than index.interval.bytes after the batch of the last entry (so the
+// first batch never has one: a lookup that finds no entry starts at
+// position 0). This is Kafka's rule when it rebuilds an index; Strata applies
+// it per batch on append too, so an appended index equals a rebuilt one. Entries increase strictly in both fields. The
 // active segment's file is preallocated to segment.index.bytes (rounded down
 // to a multiple of 8) and memory-mapped; it is trimmed to its entries when
 // the segment rolls or the log closes.
@@ -114,13 +118,19 @@
 // always taken in this order:
 //
 //	Log.appendMu   serializes mutations: Append, roll, truncation, retention,
-//	               DeleteRecordsBefore, epoch and snapshot changes, Close
-//	Log.flushMu    serializes fsyncs; held by Flush, and by anything that
-//	               removes segments (so no fsync runs on a closing file)
+//	               DeleteRecordsBefore, epoch changes, Close
+//	Log.snapshotMu producer snapshot files (WriteSnapshot runs beside Append)
+//	Log.flushMu    serializes fsyncs; held by the Flush round's leader, and
+//	               by anything that removes segments (no fsync runs on a
+//	               closing file)
 //	Log.mu         (RWMutex) the segment list, log start offset, epoch cache;
 //	               held only briefly, never across I/O except snapshots reads
 //	index.mu       (RWMutex) one index's entries and mapping
 //	Log.deleteMu   the queue of files awaiting delayed deletion
+//
+// Log.commitMu (with its condition) coordinates group commit: Flush callers
+// wait on it for a round to end, never on flushMu; it is never held across
+// I/O or while taking another lock.
 //
 // The log end offset, recovery point and each segment's size are atomics:
 // readers load them without locks. Data below a segment's published size is

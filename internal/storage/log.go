@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -74,6 +75,7 @@ type Log struct {
 	lastSyncNanos  atomic.Int64 // how long the last flush's fsyncs took
 	fsyncRounds    atomic.Int64 // flushes that synced, for group-commit figures
 	unflushedDir   atomic.Bool  // files were created in dir since its last sync
+	retentionBound atomic.Int64 // see SetRetentionBound
 	offline        atomic.Pointer[error]
 
 	deleteMu sync.Mutex
@@ -107,6 +109,7 @@ func OpenLog(fs vfs.FS, dir string, cfg Config, opts LogOptions) (*Log, error) {
 	l := &Log{fs: fs, topic: tp.Topic, partition: tp.Partition, dir: dir, logger: opts.Logger, now: opts.Now,
 		pending: map[*pendingDelete]struct{}{}}
 	l.commitDone = sync.NewCond(&l.commitMu)
+	l.retentionBound.Store(math.MaxInt64)
 	if l.logger == nil {
 		l.logger = slog.Default()
 	}

@@ -174,11 +174,21 @@ func (l *Log) EnforceRetention(now time.Time) (deletedSegments int, err error) {
 		reasons = append(reasons, fmt.Sprintf("below log start offset %d", logStart))
 		n++
 	}
+	// Kafka never deletes past the high watermark: data a follower may
+	// still need, or a consumer not yet see.
+	for bound := l.retentionBound.Load(); n > 0 && segs[n].baseOffset > bound; n-- {
+	}
 	if err := l.deletePrefixLocked(n, reasons); err != nil {
 		return 0, err
 	}
 	return n, nil
 }
+
+// SetRetentionBound limits retention to segments whose successor starts at
+// or below offset: the replica layer passes the high watermark as it
+// advances, as Kafka bounds retention by it. The default, math.MaxInt64,
+// sets no bound.
+func (l *Log) SetRetentionBound(offset int64) { l.retentionBound.Store(offset) }
 
 // DeleteRecordsBefore advances the log start offset to offset (the
 // DeleteRecords API) and deletes the segments wholly below it. It returns

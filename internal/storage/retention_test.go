@@ -118,6 +118,12 @@ func TestRetentionBySize(t *testing.T) {
 		mustAppend(t, l, makeBatch(t, spec{records: 1, valueSize: 150}), leader(0))
 	}
 	before := l.Size()
+	// Bounded by a high watermark in the first segment, nothing goes.
+	l.SetRetentionBound(l.SegmentBaseOffsets()[1] - 1)
+	if n, err := l.EnforceRetention(time.Now()); n != 0 || err != nil {
+		t.Fatalf("deleted %d past the bound, %v", n, err)
+	}
+	l.SetRetentionBound(math.MaxInt64)
 	n, err := l.EnforceRetention(time.Now())
 	if err != nil || n == 0 {
 		t.Fatalf("deleted %d, %v", n, err)
