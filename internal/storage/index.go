@@ -237,7 +237,9 @@ func (ix *indexFile) close() error {
 	if ix.mapped {
 		munmap(ix.data)
 	}
-	ix.data, ix.mapped = nil, false
+	// A reader holding a retired segment finds no entries and scans from
+	// the start of its (still open, for file.delete.delay.ms) log.
+	ix.data, ix.mapped, ix.entries = nil, false, 0
 	err := ix.f.Close()
 	ix.f = nil
 	return err

@@ -7,6 +7,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -310,5 +312,64 @@ func TestDeletedSegmentsOutliveRegions(t *testing.T) {
 	}
 	if vfs.Exists(vfs.Default, filepath.Join(dir, "00000000000000000000.log.deleted")) {
 		t.Fatal("deleted segment file not removed")
+	}
+}
+
+// Readers racing appends, retention and truncation never panic; while
+// deleted files outlive them, and with no truncation in place (whose races
+// Kafka shares: a region may come up short), they see only out-of-range
+// errors.
+func TestReadsRaceMutations(t *testing.T) {
+	for _, delay := range []int64{0, 60000} {
+		cfg := testConfig()
+		cfg.RetentionBytes = 20000
+		cfg.FileDeleteDelayMs = delay
+		l := openTestLog(t, vfs.Default, tempLogDir(t, "t-0"), cfg, LogOptions{})
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		var reads atomic.Int64
+		for r := range 3 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rng := rand.New(rand.NewPCG(uint64(r), 1))
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					start, end := l.LogStartOffset(), l.LogEndOffset()
+					off := start + rng.Int64N(end-start+1)
+					res, err := l.Read(off, 2000, math.MaxInt64, true)
+					if err == nil {
+						_, err = res.Region.ReadAll(nil)
+					}
+					if err != nil && !errors.Is(err, ErrOffsetOutOfRange) && delay > 0 {
+						t.Errorf("read at %d: %v", off, err)
+						return
+					}
+					l.OffsetForTimestamp(rng.Int64N(3000))
+					reads.Add(1)
+				}
+			}()
+		}
+		for i := range 600 {
+			mustAppend(t, l, makeBatch(t, spec{records: 2, valueSize: 100, ts: int64(i)}), leader(0))
+			switch i % 50 {
+			case 10:
+				l.EnforceRetention(time.Now())
+			case 30:
+				if delay == 0 {
+					l.TruncateTo(l.LogEndOffset() - 5)
+				}
+			}
+		}
+		close(stop)
+		wg.Wait()
+		l.Close()
+		if reads.Load() == 0 {
+			t.Fatal("no reads ran")
+		}
 	}
 }
