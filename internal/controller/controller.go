@@ -172,4 +172,3 @@ func (c *Controller) AllocateProducerIDs() (first int64, err error) {
 	}
 	return img.NextProducerID - ProducerIDBlockSize, nil
 }
-

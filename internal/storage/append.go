@@ -110,7 +110,7 @@ func (l *Log) Append(batches []byte, opts AppendOptions) (AppendInfo, error) {
 	info.LastOffset = next - 1
 	info.Bytes = int64(len(batches))
 	if info.Bytes > cfg.SegmentBytes {
-		return info, fmt.Errorf("%w: %d bytes in one append exceed segment.bytes %d", ErrMessageTooLarge, info.Bytes, cfg.SegmentBytes)
+		return info, fmt.Errorf("%w: %d bytes in one append exceed segment.bytes %d", ErrRecordListTooLarge, info.Bytes, cfg.SegmentBytes)
 	}
 
 	active := l.segments[len(l.segments)-1]

@@ -10,9 +10,12 @@ var (
 	// record.ErrMagic).
 	ErrCorrupt = errors.New("storage: corrupt record batch")
 	// ErrMessageTooLarge is returned by Append for a batch larger than
-	// max.message.bytes, or a request larger than segment.bytes. Broker:
-	// MESSAGE_TOO_LARGE.
+	// max.message.bytes. Broker: MESSAGE_TOO_LARGE.
 	ErrMessageTooLarge = errors.New("storage: record batch too large")
+	// ErrRecordListTooLarge is returned by Append for a request larger
+	// than segment.bytes, which no segment could hold. Broker:
+	// RECORD_LIST_TOO_LARGE.
+	ErrRecordListTooLarge = errors.New("storage: records larger than a segment")
 	// ErrOffsetsOutOfOrder is returned by a follower's Append (offsets not
 	// assigned) when the first batch starts below the log end offset or
 	// the batches' offsets do not increase.

@@ -1,0 +1,359 @@
+// Package broker answers the Kafka protocol: one file per API, each small,
+// calling into the replica, group, producer and controller packages where
+// the logic lives. It implements wire.Handler.
+//
+// The broker follows the committed metadata image: when the image changes
+// it opens, leads, reconfigures or deletes the partitions it hosts
+// (applyImage). Request handlers read the image through an atomic pointer
+// and the partition registry through Broker.partitionsMu.
+//
+// Lock order: Broker.imageMu (held while applying an image), then
+// Broker.partitionsMu, then anything in replica. Handlers take only
+// partitionsMu, briefly.
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/strata-io/strata/internal/config"
+	"github.com/strata-io/strata/internal/controller"
+	"github.com/strata-io/strata/internal/metadata"
+	"github.com/strata-io/strata/internal/producer"
+	"github.com/strata-io/strata/internal/replica"
+	"github.com/strata-io/strata/internal/storage"
+	"github.com/strata-io/strata/internal/vfs"
+	"github.com/strata-io/strata/internal/wire"
+)
+
+// Options configure a Broker.
+type Options struct {
+	Config *config.Server
+	Logger *slog.Logger
+	// FS is the file system the logs live on; vfs.Default when nil.
+	FS vfs.FS
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+// tp names a partition.
+type tp struct {
+	topic     string
+	partition int32
+}
+
+// Broker is one Strata node: the broker and, on a single node, the
+// controller.
+type Broker struct {
+	cfg    *config.Server
+	nodeID int32
+	logger *slog.Logger
+	fs     vfs.FS
+	now    func() time.Time
+	dir    string
+
+	logs       *storage.Manager
+	controller *controller.Controller
+	server     *wire.Server
+	versions   map[int16]wire.VersionRange
+
+	image   atomic.Pointer[metadata.Image]
+	imageMu sync.Mutex // serializes applyImage
+
+	partitionsMu sync.RWMutex
+	partitions   map[tp]*replica.Partition
+
+	producerIDs *producer.IDAllocator
+
+	listener   net.Listener
+	advertised config.Listener
+	zeroCopy   bool
+
+	ctx    context.Context // canceled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	closed atomic.Bool
+}
+
+// New opens the data directory (recovering what needs it), replays the
+// metadata log and binds the listener. Serving starts with Start.
+func New(opts Options) (*Broker, error) {
+	cfg := opts.Config
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.FS == nil {
+		opts.FS = vfs.Default
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	b := &Broker{
+		cfg:        cfg,
+		nodeID:     int32(cfg.Int("node.id")),
+		logger:     opts.Logger,
+		fs:         opts.FS,
+		now:        opts.Now,
+		dir:        cfg.LogDirs()[0],
+		partitions: map[tp]*replica.Partition{},
+		zeroCopy:   cfg.Bool("strata.fetch.zero.copy"),
+	}
+	b.ctx, b.cancel = context.WithCancel(context.Background())
+	b.versions = supportedVersions()
+
+	listeners, err := config.ParseListeners(cfg.List("listeners"))
+	if err != nil {
+		return nil, err
+	}
+	if err := b.checkMetaProperties(); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	b.logs, err = storage.OpenManager(b.fs, b.dir, storage.ManagerOptions{
+		Logger:  b.logger,
+		Now:     b.now,
+		Default: b.storageConfig(cfg.TopicDefaults()),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("broker: opening %s: %w", b.dir, err)
+	}
+	b.logger.Info("logs loaded", "dir", b.dir, "partitions", len(b.logs.Logs()), "duration", time.Since(start).Round(time.Millisecond))
+
+	ln, err := net.Listen("tcp", listeners[0].Addr())
+	if err != nil {
+		b.logs.Close()
+		return nil, fmt.Errorf("broker: listening on %s: %w", listeners[0].Addr(), err)
+	}
+	b.listener = ln
+	b.advertised = b.advertisedListener(listeners[0], ln.Addr().(*net.TCPAddr))
+
+	mlog, err := openMetadataLog(b.logs)
+	if err != nil {
+		b.abort()
+		return nil, err
+	}
+	b.controller, err = controller.Open(controller.Config{
+		NodeID:                   b.nodeID,
+		ClusterID:                cfg.String("cluster.id"),
+		DefaultPartitions:        int32(cfg.Int("num.partitions")),
+		DefaultReplicationFactor: int16(cfg.Int("default.replication.factor")),
+		ValidateTopicConfig:      config.ValidateTopicConfig,
+		ValidateBrokerConfig:     validateDynamicBrokerConfig,
+	}, mlog, b.logger, b.applyImage)
+	if err != nil {
+		b.abort()
+		return nil, err
+	}
+	if err := b.controller.RegisterBroker(b.advertised.Host, b.advertised.Port, cfg.String("broker.rack")); err != nil {
+		b.abort()
+		return nil, err
+	}
+	b.producerIDs = producer.NewIDAllocator(controller.ProducerIDBlockSize, b.controller.AllocateProducerIDs)
+	if err := b.writeMetaProperties(); err != nil {
+		b.abort()
+		return nil, err
+	}
+	b.server, err = wire.NewServer(wire.Config{
+		Handler:        b,
+		MaxRequestSize: int32(cfg.Int("socket.request.max.bytes")),
+		IdleTimeout:    time.Duration(cfg.Int("connections.max.idle.ms")) * time.Millisecond,
+		CopySplices:    !b.zeroCopy,
+		Logger:         b.logger,
+	})
+	if err != nil {
+		b.abort()
+		return nil, err
+	}
+	return b, nil
+}
+
+// abort releases what New opened before failing.
+func (b *Broker) abort() {
+	if b.listener != nil {
+		b.listener.Close()
+	}
+	b.logs.Close()
+}
+
+// advertisedListener is advertised.listeners' first entry, or the bound
+// listener with its real port (listeners may say port 0) and, for a
+// wildcard host, this machine's name.
+func (b *Broker) advertisedListener(l config.Listener, bound *net.TCPAddr) config.Listener {
+	if adv, err := config.ParseListeners(b.cfg.List("advertised.listeners")); err == nil && len(adv) > 0 {
+		return adv[0]
+	}
+	l.Port = int32(bound.Port)
+	if l.Host == "" || l.Host == "0.0.0.0" || l.Host == "::" {
+		if h, err := os.Hostname(); err == nil {
+			l.Host = h
+		}
+	}
+	return l
+}
+
+// Addr returns the address clients are told to use.
+func (b *Broker) Addr() string { return b.advertised.Addr() }
+
+// ClusterID returns the cluster id.
+func (b *Broker) ClusterID() string { return b.image.Load().ClusterID }
+
+// NodeID returns this node's id.
+func (b *Broker) NodeID() int32 { return b.nodeID }
+
+// Start serves the Kafka listener and runs background work (retention,
+// checkpoints) until Close.
+func (b *Broker) Start() {
+	b.wg.Add(2)
+	go func() {
+		defer b.wg.Done()
+		if err := b.server.Serve(b.listener); err != nil && !errors.Is(err, wire.ErrServerClosed) {
+			b.logger.Error("listener stopped", "err", err)
+		}
+	}()
+	go func() {
+		defer b.wg.Done()
+		b.housekeeping()
+	}()
+	b.logger.Info("broker started", "node.id", b.nodeID, "cluster.id", b.ClusterID(), "listener", b.listener.Addr().String(), "advertised", b.Addr(), "log.dir", b.dir)
+}
+
+// housekeeping runs retention and recovery-point checkpoints on their
+// intervals.
+func (b *Broker) housekeeping() {
+	retention := time.NewTicker(time.Duration(b.cfg.Int("log.retention.check.interval.ms")) * time.Millisecond)
+	defer retention.Stop()
+	ckptEvery := time.Duration(b.cfg.Int("log.flush.offset.checkpoint.interval.ms")) * time.Millisecond
+	if ckptEvery <= 0 {
+		ckptEvery = time.Minute
+	}
+	checkpoint := time.NewTicker(ckptEvery)
+	defer checkpoint.Stop()
+	expire := time.NewTicker(producerExpirationCheckInterval)
+	defer expire.Stop()
+	for {
+		select {
+		case <-b.ctx.Done():
+			return
+		case <-retention.C:
+			b.logs.EnforceRetention(b.now())
+		case <-expire.C:
+			b.expireProducers()
+		case <-checkpoint.C:
+			if err := b.logs.CheckpointRecoveryPoints(); err != nil {
+				b.logger.Error("writing recovery-point checkpoint", "err", err)
+			}
+		}
+	}
+}
+
+// Close stops serving, waits (up to shutdown.timeout.ms) for requests under
+// way, then flushes and closes every log and writes the clean-shutdown
+// marker.
+func (b *Broker) Close() error {
+	if !b.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(b.cfg.Int("shutdown.timeout.ms"))*time.Millisecond)
+	defer cancel()
+	if err := b.server.Shutdown(ctx); err != nil {
+		b.server.Close()
+	}
+	b.cancel()
+	b.wg.Wait()
+	b.partitionsMu.RLock()
+	for _, p := range b.partitions {
+		if err := p.SnapshotProducers(); err != nil {
+			b.logger.Warn("writing producer snapshot", "topic", p.Topic, "partition", p.Index, "err", err)
+		}
+	}
+	b.partitionsMu.RUnlock()
+	err := b.logs.Close()
+	b.logger.Info("broker stopped", "duration", time.Since(start).Round(time.Millisecond), "err", err)
+	return err
+}
+
+// partition returns the local replica of a partition.
+func (b *Broker) partition(topic string, partition int32) (*replica.Partition, bool) {
+	b.partitionsMu.RLock()
+	defer b.partitionsMu.RUnlock()
+	p, ok := b.partitions[tp{topic, partition}]
+	return p, ok
+}
+
+// storageConfig converts a topic's effective configuration.
+func (b *Broker) storageConfig(values map[string]string) storage.Config {
+	t := config.ResolveTopic(values, nil)
+	c := storage.DefaultConfig()
+	c.SegmentBytes = t.Int("segment.bytes")
+	c.SegmentMs = t.Int("segment.ms")
+	c.SegmentIndexBytes = int(t.Int("segment.index.bytes"))
+	c.IndexIntervalBytes = int(t.Int("index.interval.bytes"))
+	c.RetentionMs = t.Int("retention.ms")
+	c.RetentionBytes = t.Int("retention.bytes")
+	c.FlushMessages = t.Int("flush.messages")
+	c.FlushMs = t.Int("flush.ms")
+	c.FileDeleteDelayMs = t.Int("file.delete.delay.ms")
+	c.MaxMessageBytes = int(t.Int("max.message.bytes"))
+	return c
+}
+
+// topicConfig returns a topic's effective configuration values.
+func (b *Broker) topicConfig(img *metadata.Image, topic string) map[string]string {
+	defaults := b.topicDefaults(img)
+	overrides := img.TopicConfig(topic)
+	if len(overrides) == 0 {
+		return defaults
+	}
+	out := make(map[string]string, len(defaults))
+	for k, v := range defaults {
+		out[k] = v
+	}
+	for k, v := range overrides {
+		if config.ValidateTopicConfig(k, v) == nil {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// topicDefaults is the static server configuration's topic defaults with
+// dynamic broker overrides (cluster-wide, then this node's) applied.
+func (b *Broker) topicDefaults(img *metadata.Image) map[string]string {
+	defaults := b.cfg.TopicDefaults()
+	for _, name := range []string{"", strconv.Itoa(int(b.nodeID))} {
+		for k, v := range img.Configs[metadata.ConfigResource{Type: metadata.ResourceBroker, Name: name}] {
+			if key, ok := config.LookupServer(k); ok && key.Topic != "" {
+				defaults[key.Topic] = v
+			}
+		}
+	}
+	return defaults
+}
+
+// replicaSettings extracts what a replica acts on from a topic's values.
+func replicaSettings(values map[string]string) replica.Settings {
+	t := config.ResolveTopic(values, nil)
+	return replica.Settings{
+		MinInsyncReplicas: int(t.Int("min.insync.replicas")),
+		LogAppendTime:     t.String("message.timestamp.type") == "LogAppendTime",
+		SyncEveryAppend:   t.Int("flush.messages") == 1,
+	}
+}
+
+// validateDynamicBrokerConfig accepts dynamic broker keys.
+func validateDynamicBrokerConfig(name, value string) error {
+	k, ok := config.LookupServer(name)
+	if !ok || !k.Dynamic {
+		return fmt.Errorf("%s cannot be changed at run time", name)
+	}
+	return k.Validate(value)
+}

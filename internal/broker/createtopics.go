@@ -1,0 +1,106 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-io/strata/internal/config"
+	"github.com/strata-io/strata/internal/controller"
+	"github.com/strata-io/strata/internal/wire"
+)
+
+// CreateTopics: v2-7.
+//
+// Behavior:
+// * Each topic succeeds or fails on its own, with Kafka's codes
+// (TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR,
+// INVALID_CONFIG, INVALID_TOPIC_EXCEPTION, INVALID_REPLICA_ASSIGNMENT) and
+// a message. A topic named twice in one request is INVALID_REQUEST for
+// both, as in Kafka.
+// * validate_only checks everything and creates nothing.
+// * v5+ returns the topic's effective configuration.
+// * The topic exists on this node when the response is sent.
+func init() { register(19, 2, 7, (*Broker).handleCreateTopics) }
+
+func (b *Broker) handleCreateTopics(_ context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
+	r := req.Body.(*kmsg.CreateTopicsRequest)
+	resp := r.ResponseKind().(*kmsg.CreateTopicsResponse)
+	count := map[string]int{}
+	for _, t := range r.Topics {
+		count[t.Topic]++
+	}
+	var specs []controller.TopicSpec
+	var index []int // response index of each spec
+	for _, t := range r.Topics {
+		st := kmsg.NewCreateTopicsResponseTopic()
+		st.Topic = t.Topic
+		st.NumPartitions, st.ReplicationFactor = -1, -1
+		resp.Topics = append(resp.Topics, st)
+		if count[t.Topic] > 1 {
+			st := &resp.Topics[len(resp.Topics)-1]
+			st.ErrorCode = kerr.InvalidRequest.Code
+			st.ErrorMessage = errorMessage(fmt.Errorf("topic %q is named more than once in the request", t.Topic))
+			continue
+		}
+		spec := controller.TopicSpec{Name: t.Topic, NumPartitions: t.NumPartitions, ReplicationFactor: t.ReplicationFactor, Configs: map[string]*string{}}
+		if len(t.ReplicaAssignment) > 0 {
+			assign := slices.Clone(t.ReplicaAssignment)
+			slices.SortFunc(assign, func(a, b kmsg.CreateTopicsRequestTopicReplicaAssignment) int { return int(a.Partition - b.Partition) })
+			for i, a := range assign {
+				if a.Partition != int32(i) {
+					spec.Assignment = nil
+					spec.NumPartitions = 0 // rejected by the controller as INVALID_PARTITIONS
+					break
+				}
+				spec.Assignment = append(spec.Assignment, a.Replicas)
+			}
+		}
+		for _, c := range t.Configs {
+			spec.Configs[c.Name] = c.Value
+		}
+		specs = append(specs, spec)
+		index = append(index, len(resp.Topics)-1)
+	}
+	results := b.controller.CreateTopics(specs, r.ValidateOnly)
+	img := b.image.Load()
+	for i, res := range results {
+		st := &resp.Topics[index[i]]
+		if res.Err != nil {
+			st.ErrorCode = errorCode(res.Err)
+			st.ErrorMessage = errorMessage(res.Err)
+			continue
+		}
+		st.TopicID = res.ID
+		st.NumPartitions, st.ReplicationFactor = res.NumPartitions, res.ReplicationFactor
+		if !r.ValidateOnly {
+			b.logger.Info("topic created", "topic", st.Topic, "id", res.ID, "partitions", res.NumPartitions, "replication.factor", res.ReplicationFactor)
+		}
+		if r.Version >= 5 {
+			values := b.topicConfig(img, st.Topic)
+			overrides := img.TopicConfig(st.Topic)
+			if r.ValidateOnly {
+				overrides = map[string]string{}
+				for k, v := range specs[i].Configs {
+					if v != nil {
+						values[k], overrides[k] = *v, *v
+					}
+				}
+			}
+			for _, k := range config.TopicKeys {
+				c := kmsg.NewCreateTopicsResponseTopicConfig()
+				v := values[k.Name]
+				c.Name, c.Value = k.Name, &v
+				c.Source = int8(kmsg.ConfigSourceDefaultConfig)
+				if _, ok := overrides[k.Name]; ok {
+					c.Source = int8(kmsg.ConfigSourceDynamicTopicConfig)
+				}
+				st.Configs = append(st.Configs, c)
+			}
+		}
+	}
+	return respond(resp)
+}

@@ -1,0 +1,65 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-io/strata/internal/metadata"
+	"github.com/strata-io/strata/internal/wire"
+)
+
+// DeleteRecords: v0-2.
+//
+// Behavior: advances the log start offset to the given offset (-1 means the
+// high watermark); segments wholly below it are deleted. An offset above
+// the high watermark is OFFSET_OUT_OF_RANGE. The low watermark returned is
+// the new log start offset.
+func init() { register(21, 0, 2, (*Broker).handleDeleteRecords) }
+
+func (b *Broker) handleDeleteRecords(_ context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
+	r := req.Body.(*kmsg.DeleteRecordsRequest)
+	resp := r.ResponseKind().(*kmsg.DeleteRecordsResponse)
+	img := b.image.Load()
+	for _, rt := range r.Topics {
+		st := kmsg.NewDeleteRecordsResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.LowWatermark = -1
+			low, err := b.deleteRecords(img, rt.Topic, rp.Partition, rp.Offset)
+			if err != nil {
+				sp.ErrorCode = errorCode(err)
+			} else {
+				sp.LowWatermark = low
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return respond(resp)
+}
+
+func (b *Broker) deleteRecords(img *metadata.Image, topic string, partition int32, offset int64) (int64, error) {
+	frp := kmsg.FetchRequestTopicPartition{Partition: partition, CurrentLeaderEpoch: -1}
+	p, err := b.fetchPartition(img, topic, &frp)
+	if err != nil {
+		return 0, err
+	}
+	hw := p.HighWatermark()
+	if offset == -1 {
+		offset = hw
+	}
+	if offset < 0 || offset > hw {
+		return 0, fmt.Errorf("%w: %d is beyond the high watermark %d", kerr.OffsetOutOfRange, offset, hw)
+	}
+	low, err := p.Log().DeleteRecordsBefore(offset)
+	if err != nil {
+		return 0, storageError(err)
+	}
+	b.logger.Info("records deleted", "topic", topic, "partition", partition, "log.start.offset", low)
+	return low, nil
+}

@@ -1,0 +1,44 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-io/strata/internal/wire"
+)
+
+// DescribeCluster: v0-1.
+//
+// Behavior: the registered brokers, the cluster id and the controller (this
+// node, on a single node). Endpoint type 2 (controllers) is answered like
+// brokers, as every Strata node is both; other types are
+// UNSUPPORTED_ENDPOINT_TYPE.
+func init() { register(60, 0, 1, (*Broker).handleDescribeCluster) }
+
+func (b *Broker) handleDescribeCluster(_ context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
+	r := req.Body.(*kmsg.DescribeClusterRequest)
+	resp := r.ResponseKind().(*kmsg.DescribeClusterResponse)
+	if r.Version >= 1 && r.EndpointType != 1 && r.EndpointType != 2 {
+		err := fmt.Errorf("%w: endpoint type %d", kerr.UnsupportedEndpointType, r.EndpointType)
+		resp.ErrorCode, resp.ErrorMessage = errorCode(err), errorMessage(err)
+		return respond(resp)
+	}
+	resp.EndpointType = r.EndpointType
+	img := b.image.Load()
+	resp.ClusterID = img.ClusterID
+	resp.ControllerID = b.nodeID
+	for _, id := range img.BrokerIDs() {
+		br := img.Brokers[id]
+		rb := kmsg.NewDescribeClusterResponseBroker()
+		rb.NodeID, rb.Host, rb.Port = br.NodeID, br.Host, br.Port
+		if br.Rack != "" {
+			rack := br.Rack
+			rb.Rack = &rack
+		}
+		resp.Brokers = append(resp.Brokers, rb)
+	}
+	return respond(resp)
+}

@@ -1,0 +1,47 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-io/strata/internal/wire"
+)
+
+// DescribeProducers: v0.
+//
+// Behavior: the active idempotent producers of each partition led here,
+// with their epoch, last sequence and last timestamp. Coordinator epoch and
+// transaction start offset are -1 (no transactions).
+func init() { register(61, 0, 0, (*Broker).handleDescribeProducers) }
+
+func (b *Broker) handleDescribeProducers(_ context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
+	r := req.Body.(*kmsg.DescribeProducersRequest)
+	resp := r.ResponseKind().(*kmsg.DescribeProducersResponse)
+	img := b.image.Load()
+	for _, rt := range r.Topics {
+		st := kmsg.NewDescribeProducersResponseTopic()
+		st.Topic = rt.Topic
+		for _, partition := range rt.Partitions {
+			sp := kmsg.NewDescribeProducersResponseTopicPartition()
+			sp.Partition = partition
+			frp := kmsg.FetchRequestTopicPartition{Partition: partition, CurrentLeaderEpoch: -1}
+			p, err := b.fetchPartition(img, rt.Topic, &frp)
+			if err != nil {
+				sp.ErrorCode, sp.ErrorMessage = errorCode(err), errorMessage(err)
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
+			for _, info := range p.Producers() {
+				ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
+				ap.ProducerID, ap.ProducerEpoch = info.ProducerID, int32(info.ProducerEpoch)
+				ap.LastSequence, ap.LastTimestamp = info.LastSequence, info.LastTimestamp
+				ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = info.CoordinatorEpoch, info.CurrentTxnStartOffset
+				sp.ActiveProducers = append(sp.ActiveProducers, ap)
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return respond(resp)
+}

@@ -1,0 +1,211 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-io/strata/internal/metadata"
+	"github.com/strata-io/strata/internal/replica"
+	"github.com/strata-io/strata/internal/storage"
+	"github.com/strata-io/strata/internal/wire"
+)
+
+// Fetch: v4-16.
+//
+// Behavior:
+// * Records go from the page cache to the socket with sendfile(2): each
+// partition's records are a file region of whole batches, spliced into the
+// encoded response by wire (strata.fetch.zero.copy=false copies instead).
+// * Reads stop at the high watermark. There are no transactions, so the
+// last stable offset is the high watermark and read_committed equals
+// read_uncommitted.
+// * MinBytes/MaxWaitMillis long-poll: the response waits, deferred, until
+// enough bytes are committed on any fetched partition or the wait ends.
+// * Fetch sessions (KIP-227) are declined: a request asking for a session
+// gets session id 0 and the client goes on with full fetches; an
+// incremental fetch on an id we never gave is FETCH_SESSION_ID_NOT_FOUND.
+// * Per-partition and per-response max bytes are honoured, with KIP-74's
+// rule that the first partition with data returns at least one batch.
+// * Follower fetches (replica id >= 0) are not served yet: replication is
+// its own issue.
+func init() { register(1, 4, 16, (*Broker).handleFetch) }
+
+func (b *Broker) handleFetch(ctx context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
+	r := req.Body.(*kmsg.FetchRequest)
+	if r.ReplicaID >= 0 || r.ReplicaState.ID >= 0 {
+		resp := r.ResponseKind().(*kmsg.FetchResponse)
+		resp.ErrorCode = kerr.UnknownServerError.Code
+		return respond(resp)
+	}
+	if r.SessionID != 0 {
+		resp := r.ResponseKind().(*kmsg.FetchResponse)
+		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
+		return respond(resp)
+	}
+	res := b.fetchOnce(r)
+	if res.done(r) {
+		return res.response
+	}
+	wait := time.Duration(r.MaxWaitMillis) * time.Millisecond
+	return wire.Response{Deferred: func() wire.Response {
+		wake := make(chan struct{}, 1)
+		timer := time.NewTimer(wait)
+		defer timer.Stop()
+		parts := res.parts
+		defer func() {
+			for _, p := range parts {
+				p.Unwatch(wake)
+			}
+		}()
+		for {
+			for _, p := range parts {
+				p.Watch(wake)
+			}
+			// Read again: data may have arrived before the watch.
+			res = b.fetchOnce(r)
+			if res.done(r) {
+				return res.response
+			}
+			select {
+			case <-wake:
+			case <-timer.C:
+				return res.response
+			case <-ctx.Done():
+				return res.response
+			}
+		}
+	}}
+}
+
+// fetchResult is one pass over a fetch request's partitions.
+type fetchResult struct {
+	response wire.Response
+	bytes    int64
+	errors   bool
+	parts    []*replica.Partition // the partitions read, to watch
+}
+
+// done reports whether the response can go now.
+func (f *fetchResult) done(r *kmsg.FetchRequest) bool {
+	return r.MaxWaitMillis <= 0 || f.bytes >= int64(r.MinBytes) || f.errors || len(f.parts) == 0
+}
+
+// fetchOnce reads every requested partition once.
+func (b *Broker) fetchOnce(r *kmsg.FetchRequest) fetchResult {
+	resp := r.ResponseKind().(*kmsg.FetchResponse)
+	img := b.image.Load()
+	var res fetchResult
+	remaining := int64(r.MaxBytes)
+	if remaining <= 0 || remaining > b.cfg.Int("fetch.max.bytes") {
+		remaining = b.cfg.Int("fetch.max.bytes")
+	}
+	minOneBatch := true
+	resp.Topics = make([]kmsg.FetchResponseTopic, len(r.Topics))
+	for i := range r.Topics {
+		rt := &r.Topics[i]
+		st := &resp.Topics[i]
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		name, topicErr := fetchTopicName(img, r.Version, rt)
+		st.Partitions = make([]kmsg.FetchResponseTopicPartition, len(rt.Partitions))
+		for j := range rt.Partitions {
+			rp := &rt.Partitions[j]
+			sp := &st.Partitions[j]
+			*sp = kmsg.NewFetchResponseTopicPartition()
+			sp.Partition = rp.Partition
+			// Empty, not null: librdkafka rejects a null record set.
+			sp.RecordBatches = []byte{}
+			err := topicErr
+			var p *replica.Partition
+			if err == nil {
+				p, err = b.fetchPartition(img, name, rp)
+			}
+			if err == nil {
+				res.parts = append(res.parts, p)
+				var splice *wire.Splice
+				splice, err = b.readPartition(p, rp, sp, min(remaining, int64(rp.PartitionMaxBytes)), minOneBatch)
+				if splice != nil {
+					res.response.Splices = append(res.response.Splices, *splice)
+					res.bytes += splice.Region.Len
+					remaining -= splice.Region.Len
+					minOneBatch = false
+				}
+			}
+			if err != nil {
+				res.errors = true
+				sp.ErrorCode = errorCode(err)
+				sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
+			}
+		}
+	}
+	res.response.Body = resp
+	return res
+}
+
+// fetchTopicName resolves a fetch topic by name or, v13+, by id.
+func fetchTopicName(img *metadata.Image, version int16, rt *kmsg.FetchRequestTopic) (string, error) {
+	if version < 13 {
+		return rt.Topic, nil
+	}
+	t, ok := img.TopicsByID[metadata.UUID(rt.TopicID)]
+	if !ok {
+		return "", kerr.UnknownTopicID
+	}
+	return t.Name, nil
+}
+
+// fetchPartition finds the local leader and checks the client's view of
+// the leader epoch (KIP-320).
+func (b *Broker) fetchPartition(img *metadata.Image, topic string, rp *kmsg.FetchRequestTopicPartition) (*replica.Partition, error) {
+	if _, _, ok := img.Partition(topic, rp.Partition); !ok {
+		return nil, kerr.UnknownTopicOrPartition
+	}
+	p, ok := b.partition(topic, rp.Partition)
+	if !ok {
+		return nil, kerr.NotLeaderForPartition
+	}
+	leader, epoch := p.Leader()
+	switch {
+	case !leader:
+		return nil, kerr.NotLeaderForPartition
+	case rp.CurrentLeaderEpoch >= 0 && rp.CurrentLeaderEpoch < epoch:
+		return nil, kerr.FencedLeaderEpoch
+	case rp.CurrentLeaderEpoch > epoch:
+		return nil, kerr.UnknownLeaderEpoch
+	}
+	return p, nil
+}
+
+// readPartition reads one partition up to its high watermark and returns
+// the region to splice in, or nil when there is nothing to send.
+func (b *Broker) readPartition(p *replica.Partition, rp *kmsg.FetchRequestTopicPartition, sp *kmsg.FetchResponseTopicPartition, maxBytes int64, minOneBatch bool) (*wire.Splice, error) {
+	log := p.Log()
+	hw := p.HighWatermark()
+	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hw, hw, log.LogStartOffset()
+	if maxBytes < 0 {
+		maxBytes = 0
+	}
+	if rp.FetchOffset > log.LogEndOffset() || rp.FetchOffset < log.LogStartOffset() {
+		return nil, fmt.Errorf("%w: offset %d, log from %d to %d", kerr.OffsetOutOfRange, rp.FetchOffset, log.LogStartOffset(), log.LogEndOffset())
+	}
+	if rp.FetchOffset >= hw || (maxBytes == 0 && !minOneBatch) {
+		return nil, nil
+	}
+	rr, err := log.Read(rp.FetchOffset, int(min(maxBytes, 1<<31-1)), hw, minOneBatch)
+	if err != nil {
+		if errors.Is(err, storage.ErrOffsetOutOfRange) {
+			return nil, fmt.Errorf("%w: %v", kerr.OffsetOutOfRange, err)
+		}
+		return nil, storageError(err)
+	}
+	if rr.Region.Len == 0 {
+		return nil, nil
+	}
+	cookie := wire.NewCookie()
+	sp.RecordBatches = cookie[:]
+	return &wire.Splice{Cookie: cookie, Region: wire.FileRegion{File: rr.Region.File, Pos: rr.Region.Pos, Len: rr.Region.Len}}, nil
+}

@@ -1,0 +1,122 @@
+package broker
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/strata-io/strata/internal/controller"
+	"github.com/strata-io/strata/internal/metadata"
+	"github.com/strata-io/strata/internal/replica"
+)
+
+// applyImage brings the partitions this broker hosts in line with a new
+// metadata image: it opens and leads new partitions, applies configuration
+// changes, and deletes the partitions of removed topics. The controller
+// calls it with every committed image, in order.
+func (b *Broker) applyImage(old, img *metadata.Image) {
+	b.imageMu.Lock()
+	defer b.imageMu.Unlock()
+	b.image.Store(img)
+
+	// Topics removed, or replaced by a topic of the same name and a new id.
+	for id, t := range old.TopicsByID {
+		if _, ok := img.TopicsByID[id]; !ok {
+			b.removeTopic(t)
+		}
+	}
+	defaultsChanged := !maps.EqualFunc(old.Configs[metadata.ConfigResource{Type: metadata.ResourceBroker}],
+		img.Configs[metadata.ConfigResource{Type: metadata.ResourceBroker}], func(a, b string) bool { return a == b })
+	for _, t := range img.Topics {
+		oldT := old.TopicsByID[t.ID]
+		configChanged := defaultsChanged || oldT == nil ||
+			!maps.Equal(old.TopicConfig(t.Name), img.TopicConfig(t.Name))
+		values := b.topicConfig(img, t.Name)
+		for i := range t.Partitions {
+			p := &t.Partitions[i]
+			if !slices.Contains(p.Replicas, b.nodeID) {
+				continue
+			}
+			var oldP *metadata.Partition
+			if oldT != nil && i < len(oldT.Partitions) {
+				oldP = &oldT.Partitions[i]
+			}
+			b.applyPartition(t, int32(i), p, oldP, values, configChanged)
+		}
+	}
+	if old.Offset < 0 {
+		b.removeStrayLogs(img)
+	}
+}
+
+// applyPartition opens a partition this broker hosts and applies its
+// leadership and configuration. b.imageMu must be held.
+func (b *Broker) applyPartition(t *metadata.Topic, index int32, p, old *metadata.Partition, values map[string]string, configChanged bool) {
+	key := tp{t.Name, index}
+	b.partitionsMu.RLock()
+	r, ok := b.partitions[key]
+	b.partitionsMu.RUnlock()
+	if !ok {
+		log, err := b.logs.GetOrCreate(t.Name, index, b.storageConfig(values))
+		if err != nil {
+			b.logger.Error("opening partition", "topic", t.Name, "partition", index, "err", err)
+			return
+		}
+		r, err = replica.New(t.Name, index, log, b.nodeID, replicaSettings(values), b.now)
+		if err != nil {
+			b.logger.Error("opening partition", "topic", t.Name, "partition", index, "err", err)
+			return
+		}
+		b.partitionsMu.Lock()
+		b.partitions[key] = r
+		b.partitionsMu.Unlock()
+		configChanged = false
+	}
+	if configChanged {
+		r.Log().SetConfig(b.storageConfig(values))
+		r.SetSettings(replicaSettings(values))
+	}
+	if p.Leader == b.nodeID && (old == nil || !ok || old.LeaderEpoch != p.LeaderEpoch || old.Leader != p.Leader) {
+		if err := r.BecomeLeader(p.LeaderEpoch, p.ISR); err != nil {
+			b.logger.Error("becoming leader", "topic", t.Name, "partition", index, "err", err)
+		}
+	}
+}
+
+// removeTopic closes and deletes the local partitions of a removed topic.
+// b.imageMu must be held.
+func (b *Broker) removeTopic(t *metadata.Topic) {
+	n := 0
+	for i := range t.Partitions {
+		key := tp{t.Name, int32(i)}
+		b.partitionsMu.Lock()
+		_, ok := b.partitions[key]
+		delete(b.partitions, key)
+		b.partitionsMu.Unlock()
+		if !ok {
+			continue
+		}
+		if err := b.logs.Delete(t.Name, int32(i)); err != nil {
+			b.logger.Error("deleting partition", "topic", t.Name, "partition", i, "err", err)
+		}
+		n++
+	}
+	b.logger.Info("topic deleted", "topic", t.Name, "id", t.ID, "partitions", n)
+}
+
+// removeStrayLogs deletes partition directories that no topic in the image
+// owns: topics deleted while this broker was down, or whose deletion a crash
+// interrupted.
+func (b *Broker) removeStrayLogs(img *metadata.Image) {
+	for _, l := range b.logs.Logs() {
+		if l.Topic() == controller.MetadataTopic {
+			continue
+		}
+		if _, p, ok := img.Partition(l.Topic(), l.Partition()); ok && slices.Contains(p.Replicas, b.nodeID) {
+			continue
+		}
+		b.logger.Warn("deleting a partition no topic owns", "topic", l.Topic(), "partition", l.Partition())
+		if err := b.logs.Delete(l.Topic(), l.Partition()); err != nil {
+			b.logger.Error("deleting stray partition", "topic", l.Topic(), "partition", l.Partition(), "err", err)
+		}
+	}
+}

@@ -1,0 +1,58 @@
+package broker
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-io/strata/internal/producer"
+	"github.com/strata-io/strata/internal/wire"
+)
+
+// InitProducerId: v0-5.
+//
+// Behavior:
+// * Idempotent producers (no transactional id) get a new producer id with
+// epoch 0, every time, as in Kafka; ids come from blocks reserved durably
+// in the metadata log, so they are unique across restarts.
+// * Transactional ids are refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+// transactions are not implemented.
+func init() { register(22, 0, 5, (*Broker).handleInitProducerID) }
+
+// producerExpirationCheckInterval is Kafka's
+// producer.id.expiration.check.interval.ms default.
+const producerExpirationCheckInterval = 10 * time.Minute
+
+func (b *Broker) handleInitProducerID(_ context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
+	r := req.Body.(*kmsg.InitProducerIDRequest)
+	resp := r.ResponseKind().(*kmsg.InitProducerIDResponse)
+	resp.ProducerID, resp.ProducerEpoch = -1, -1
+	if r.TransactionalID != nil {
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		return respond(resp)
+	}
+	id, epoch, err := b.producerIDs.InitIdempotent()
+	if err != nil {
+		b.logger.Warn("allocating a producer id", "err", err)
+		resp.ErrorCode = producer.ErrorCode(err)
+		return respond(resp)
+	}
+	resp.ProducerID, resp.ProducerEpoch = id, epoch
+	return respond(resp)
+}
+
+// expireProducers forgets idle producers on every hosted partition.
+func (b *Broker) expireProducers() {
+	ms := b.cfg.Int("producer.id.expiration.ms")
+	b.partitionsMu.RLock()
+	defer b.partitionsMu.RUnlock()
+	n := 0
+	for _, p := range b.partitions {
+		n += p.ExpireProducers(ms)
+	}
+	if n > 0 {
+		b.logger.Info("producer ids expired", "count", n, "producer.id.expiration.ms", ms)
+	}
+}

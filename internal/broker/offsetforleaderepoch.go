@@ -1,0 +1,43 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-io/strata/internal/wire"
+)
+
+// OffsetForLeaderEpoch: v2-4.
+//
+// Behavior (KIP-101/279/320): for the requested epoch, the largest epoch at
+// or below it that this log has and the offset where the next epoch starts
+// (the log end offset for the latest epoch); -1/-1 when the log has no
+// epoch at or below it. The current leader epoch is checked as for fetches
+// (FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH).
+func init() { register(23, 2, 4, (*Broker).handleOffsetForLeaderEpoch) }
+
+func (b *Broker) handleOffsetForLeaderEpoch(_ context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
+	r := req.Body.(*kmsg.OffsetForLeaderEpochRequest)
+	resp := r.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+	img := b.image.Load()
+	for _, rt := range r.Topics {
+		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.LeaderEpoch, sp.EndOffset = -1, -1
+			frp := kmsg.FetchRequestTopicPartition{Partition: rp.Partition, CurrentLeaderEpoch: rp.CurrentLeaderEpoch}
+			p, err := b.fetchPartition(img, rt.Topic, &frp)
+			if err != nil {
+				sp.ErrorCode = errorCode(err)
+			} else {
+				sp.LeaderEpoch, sp.EndOffset = p.Log().EndOffsetForEpoch(rp.LeaderEpoch)
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return respond(resp)
+}

@@ -1,0 +1,176 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-io/strata/internal/metadata"
+	"github.com/strata-io/strata/internal/producer"
+	"github.com/strata-io/strata/internal/replica"
+	"github.com/strata-io/strata/internal/storage"
+	"github.com/strata-io/strata/internal/wire"
+)
+
+// Produce: v3-11.
+//
+// Behavior:
+// * Only record batches (magic 2, v3+); batches are validated (CRC, sizes,
+// counts) and stored exactly as sent, with offsets assigned in place.
+// * acks=0 gets no response; if any partition failed, the connection is
+// closed instead, as Kafka does, so the producer notices.
+// * acks=-1 waits for the high watermark (and, with flush.messages=1, for
+// the fsync) up to the request timeout; acks=1 waits only for the fsync
+// when flush.messages=1. Waits are deferred: the connection goes on
+// reading while they last.
+// * Producing to internal topics is refused (INVALID_TOPIC_EXCEPTION).
+// * Transactions are not implemented: a transactional produce fails with
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+func init() { register(0, 3, 11, (*Broker).handleProduce) }
+
+type pendingAppend struct {
+	part *replica.Partition
+	resp *kmsg.ProduceResponseTopicPartition
+	end  int64
+}
+
+func (b *Broker) handleProduce(ctx context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
+	r := req.Body.(*kmsg.ProduceRequest)
+	resp := r.ResponseKind().(*kmsg.ProduceResponse)
+	img := b.image.Load()
+	var pending []pendingAppend
+	failed := false
+
+	validAcks := r.Acks == 0 || r.Acks == 1 || r.Acks == -1
+	resp.Topics = make([]kmsg.ProduceResponseTopic, len(r.Topics))
+	for i := range r.Topics {
+		rt := &r.Topics[i]
+		st := &resp.Topics[i]
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
+		for j := range rt.Partitions {
+			rp := &rt.Partitions[j]
+			sp := &st.Partitions[j]
+			*sp = kmsg.NewProduceResponseTopicPartition()
+			sp.Partition = rp.Partition
+			var err error
+			switch {
+			case !validAcks:
+				err = fmt.Errorf("%w: acks must be 0, 1 or -1, not %d", kerr.InvalidRequiredAcks, r.Acks)
+			case r.TransactionID != nil:
+				err = fmt.Errorf("%w: transactions are not supported", kerr.TransactionalIDAuthorizationFailed)
+			default:
+				var p *replica.Partition
+				p, err = b.producePartition(img, rt.Topic, rp.Partition)
+				if err == nil {
+					err = b.appendProduced(p, rp.Records, r.Acks, sp, &pending)
+				}
+			}
+			if err != nil {
+				failed = true
+				sp.ErrorCode = errorCode(err)
+				if r.Version >= 8 {
+					sp.ErrorMessage = errorMessage(err)
+				}
+				sp.BaseOffset = -1
+			}
+		}
+	}
+
+	if r.Acks == 0 {
+		if failed {
+			return wire.Response{NoResponse: true, Close: true}
+		}
+		b.flushInBackground(pending)
+		return wire.Response{NoResponse: true}
+	}
+	if len(pending) == 0 {
+		return respond(resp)
+	}
+	timeout := time.Duration(r.TimeoutMillis) * time.Millisecond
+	return wire.Response{Deferred: func() wire.Response {
+		wctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		for _, pa := range pending {
+			if err := pa.part.Committed(wctx, pa.end); err != nil {
+				pa.resp.ErrorCode = errorCode(storageError(err))
+				if r.Version >= 8 {
+					pa.resp.ErrorMessage = errorMessage(err)
+				}
+			}
+		}
+		return respond(resp)
+	}}
+}
+
+// producePartition finds the local leader replica a produce names.
+func (b *Broker) producePartition(img *metadata.Image, topic string, partition int32) (*replica.Partition, error) {
+	if isInternalTopic(topic) {
+		return nil, fmt.Errorf("%w: cannot produce to internal topic %s", kerr.InvalidTopicException, topic)
+	}
+	if _, _, ok := img.Partition(topic, partition); !ok {
+		return nil, kerr.UnknownTopicOrPartition
+	}
+	p, ok := b.partition(topic, partition)
+	if !ok {
+		return nil, kerr.NotLeaderForPartition
+	}
+	return p, nil
+}
+
+// appendProduced appends one partition's records and fills its response;
+// appends that must wait (acks=all, fsync) are added to pending.
+func (b *Broker) appendProduced(p *replica.Partition, records []byte, acks int16, sp *kmsg.ProduceResponseTopicPartition, pending *[]pendingAppend) error {
+	if len(records) == 0 {
+		return fmt.Errorf("%w: no record batches", kerr.CorruptMessage)
+	}
+	res, err := p.AppendAsLeader(records, acks)
+	if err != nil {
+		return storageError(err)
+	}
+	sp.BaseOffset = res.FirstOffset
+	sp.LogAppendTime = res.LogAppendTime
+	sp.LogStartOffset = p.Log().LogStartOffset()
+	if acks == -1 || p.SyncEveryAppend() {
+		*pending = append(*pending, pendingAppend{part: p, resp: sp, end: res.LastOffset + 1})
+	}
+	return nil
+}
+
+// flushInBackground makes acks=0 appends durable when flush.messages=1, so
+// the high watermark still advances though nobody waits for it.
+func (b *Broker) flushInBackground(pending []pendingAppend) {
+	for _, pa := range pending {
+		if pa.part.SyncEveryAppend() {
+			go func() {
+				if err := pa.part.Committed(b.ctx, pa.end); err != nil {
+					b.logger.Warn("flushing an acks=0 append", "topic", pa.part.Topic, "partition", pa.part.Index, "err", err)
+				}
+			}()
+		}
+	}
+}
+
+// storageError maps storage and replica errors to Kafka codes.
+func storageError(err error) error {
+	switch {
+	case errors.Is(err, storage.ErrCorrupt):
+		return fmt.Errorf("%w: %v", kerr.CorruptMessage, err)
+	case errors.Is(err, storage.ErrMessageTooLarge):
+		return fmt.Errorf("%w: %v", kerr.MessageTooLarge, err)
+	case errors.Is(err, storage.ErrRecordListTooLarge):
+		return fmt.Errorf("%w: %v", kerr.RecordListTooLarge, err)
+	case errors.Is(err, storage.ErrLogOffline):
+		return fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
+	case errors.Is(err, storage.ErrOffsetOutOfRange):
+		return fmt.Errorf("%w: %v", kerr.OffsetOutOfRange, err)
+	}
+	if code := producer.ErrorCode(err); code != kerr.UnknownServerError.Code {
+		return fmt.Errorf("%w: %v", kerr.ErrorForCode(code), err)
+	}
+	return err
+}

@@ -1,0 +1,211 @@
+package broker
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func TestTopicLifecycle(t *testing.T) {
+	b := startBroker(t, nil)
+	adm := newAdmin(t, b.Addr())
+	ctx := testContext(t)
+
+	retention := "3600000"
+	createTopic(t, adm, "orders-created", 6, map[string]*string{"retention.ms": &retention})
+	createTopic(t, adm, "metrics.cpu", 1, nil)
+
+	// Creating it again, or with bad arguments, fails with Kafka's codes.
+	for name, tc := range map[string]struct {
+		topic      string
+		partitions int32
+		rf         int16
+		configs    map[string]*string
+		want       error
+	}{
+		"exists":          {"orders-created", 1, 1, nil, kerr.TopicAlreadyExists},
+		"zero partitions": {"t0", 0, 1, nil, kerr.InvalidPartitions},
+		"rf too large":    {"t1", 1, 3, nil, kerr.InvalidReplicationFactor},
+		"bad name":        {"no/slashes", 1, 1, nil, kerr.InvalidTopicException},
+		"bad config":      {"t2", 1, 1, map[string]*string{"retention.ms": ptr("soon")}, kerr.InvalidConfig},
+		"unknown config":  {"t3", 1, 1, map[string]*string{"no.such.key": ptr("1")}, kerr.InvalidConfig},
+		"dot collision":   {"metrics_cpu", 1, 1, nil, kerr.InvalidTopicException},
+	} {
+		_, err := adm.CreateTopic(ctx, tc.partitions, tc.rf, tc.configs, tc.topic)
+		if !errors.Is(err, tc.want) {
+			t.Errorf("%s: got %v, want %v", name, err, tc.want)
+		}
+	}
+
+	// Validate-only creates nothing.
+	vresp, err := adm.ValidateCreateTopics(ctx, 2, 1, nil, "validated")
+	if err != nil || vresp.Error() != nil {
+		t.Fatalf("validate: %v %v", err, vresp.Error())
+	}
+
+	topics, err := adm.ListTopics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !topics.Has("orders-created") || topics.Has("validated") || len(topics["orders-created"].Partitions) != 6 {
+		t.Fatalf("topics after create: %v", topics.Names())
+	}
+	for _, p := range topics["orders-created"].Partitions {
+		if p.Leader != b.NodeID() || len(p.ISR) != 1 {
+			t.Errorf("partition %d: leader %d isr %v", p.Partition, p.Leader, p.ISR)
+		}
+	}
+
+	// Configs show the override and its source.
+	rcs, err := adm.DescribeTopicConfigs(ctx, "orders-created")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := rcs.On("orders-created", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, c := range rc.Configs {
+		if c.Key == "retention.ms" {
+			found = true
+			if c.MaybeValue() != "3600000" || c.Source != kmsg.ConfigSourceDynamicTopicConfig {
+				t.Errorf("retention.ms = %q from %v", c.MaybeValue(), c.Source)
+			}
+		}
+	}
+	if !found {
+		t.Error("retention.ms not described")
+	}
+
+	// Partitions only grow.
+	if _, err := adm.CreatePartitions(ctx, 2, "orders-created"); err != nil {
+		t.Fatal(err)
+	}
+	cresp, err := adm.UpdatePartitions(ctx, 3, "orders-created")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cr, _ := cresp.On("orders-created", nil); !errors.Is(cr.Err, kerr.InvalidPartitions) {
+		t.Errorf("shrinking: %v", cr.Err)
+	}
+
+	// Records go to the new partitions too.
+	cl := newClient(t, b.Addr())
+	for p := int32(0); p < 8; p++ {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "orders-created", Partition: p, Value: []byte("x")}).FirstErr(); err != nil {
+			t.Fatalf("partition %d: %v", p, err)
+		}
+	}
+
+	// A restart keeps topics, partitions and configs: the metadata log is
+	// replayed.
+	b.restart(t)
+	adm = newAdmin(t, b.Addr())
+	topics, err = adm.ListTopics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(topics["orders-created"].Partitions) != 8 {
+		t.Fatalf("after restart: %v", topics)
+	}
+
+	dresp, err := adm.DeleteTopics(ctx, "orders-created", "missing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := dresp.On("orders-created", nil); r.Err != nil {
+		t.Errorf("delete: %v", r.Err)
+	}
+	if r, _ := dresp.On("missing", nil); !errors.Is(r.Err, kerr.UnknownTopicOrPartition) {
+		t.Errorf("delete missing: %v", r.Err)
+	}
+	// A new client: kadm answers from cached metadata.
+	topics, _ = newAdmin(t, b.Addr()).ListTopics(ctx)
+	if topics.Has("orders-created") {
+		t.Fatal("topic still listed after delete")
+	}
+	// The name can be reused, and the new topic starts empty.
+	createTopic(t, adm, "orders-created", 1, nil)
+	ends, err := adm.ListEndOffsets(ctx, "orders-created")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := ends.Lookup("orders-created", 0); o.Offset != 0 {
+		t.Fatalf("recreated topic ends at %d", o.Offset)
+	}
+}
+
+func TestAutoCreateTopics(t *testing.T) {
+	b := startBroker(t, map[string]string{"num.partitions": "3"})
+	cl := newClient(t, b.Addr(), kgo.AllowAutoTopicCreation())
+	ctx := testContext(t)
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "auto", Value: []byte("v")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	topics, err := kadm.NewClient(cl).ListTopics(ctx, "auto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(topics["auto"].Partitions) != 3 {
+		t.Fatalf("auto-created topic: %+v", topics["auto"])
+	}
+
+	off := startBroker(t, map[string]string{"auto.create.topics.enable": "false"})
+	md, err := kadm.NewClient(newClient(t, off.Addr())).Metadata(ctx, "nope")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(md.Topics["nope"].Err, kerr.UnknownTopicOrPartition) {
+		t.Fatalf("with auto-create off: %v", md.Topics["nope"].Err)
+	}
+}
+
+func TestUnknownTopicsAndPartitions(t *testing.T) {
+	b := startBroker(t, map[string]string{"auto.create.topics.enable": "false"})
+	adm := newAdmin(t, b.Addr())
+	createTopic(t, adm, "known", 2, nil)
+	ctx := testContext(t)
+	cl := newClient(t, b.Addr())
+
+	produce := func(topic string, partition int32) int16 {
+		req := kmsg.NewPtrProduceRequest()
+		req.Acks = -1
+		req.TimeoutMillis = 5000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition = partition
+		rp.Records = buildBatch(1, "v")
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Topics[0].Partitions[0].ErrorCode
+	}
+	if code := produce("missing", 0); code != kerr.UnknownTopicOrPartition.Code {
+		t.Errorf("unknown topic: %d", code)
+	}
+	if code := produce("known", 7); code != kerr.UnknownTopicOrPartition.Code {
+		t.Errorf("unknown partition: %d", code)
+	}
+	if code := produce("known", 1); code != 0 {
+		t.Errorf("known partition: %d", code)
+	}
+
+	offs, err := adm.ListEndOffsets(ctx, "missing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := offs.Lookup("missing", 0); ok {
+		t.Error("ListEndOffsets returned an offset for a missing topic")
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
