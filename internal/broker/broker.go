@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/strata-io/strata/internal/config"
 	"github.com/strata-io/strata/internal/controller"
+	"github.com/strata-io/strata/internal/group"
 	"github.com/strata-io/strata/internal/metadata"
 	"github.com/strata-io/strata/internal/producer"
 	"github.com/strata-io/strata/internal/replica"
@@ -72,6 +74,7 @@ type Broker struct {
 	partitions   map[tp]*replica.Partition
 
 	producerIDs *producer.IDAllocator
+	groups      *group.Coordinator
 
 	listener   net.Listener
 	advertised config.Listener
@@ -134,6 +137,13 @@ func New(opts Options) (*Broker, error) {
 	}
 	b.listener = ln
 	b.advertised = b.advertisedListener(listeners[0], ln.Addr().(*net.TCPAddr))
+
+	gcfg := groupConfig(cfg)
+	if err := gcfg.Validate(); err != nil {
+		b.abort()
+		return nil, err
+	}
+	b.groups = group.NewCoordinator(gcfg, group.Deps{Logger: b.logger, Topics: imageTopics{b}})
 
 	mlog, err := openMetadataLog(b.logs)
 	if err != nil {
@@ -269,6 +279,7 @@ func (b *Broker) Close() error {
 	}
 	b.cancel()
 	b.wg.Wait()
+	b.groups.Close()
 	b.partitionsMu.RLock()
 	for _, p := range b.partitions {
 		if err := p.SnapshotProducers(); err != nil {
@@ -289,7 +300,9 @@ func (b *Broker) partition(topic string, partition int32) (*replica.Partition, b
 	return p, ok
 }
 
-// storageConfig converts a topic's effective configuration.
+// storageConfig converts a topic's effective configuration. Compacted
+// topics without "delete" in cleanup.policy keep every segment: retention
+// does not apply to them (and compaction is not implemented yet).
 func (b *Broker) storageConfig(values map[string]string) storage.Config {
 	t := config.ResolveTopic(values, nil)
 	c := storage.DefaultConfig()
@@ -303,6 +316,9 @@ func (b *Broker) storageConfig(values map[string]string) storage.Config {
 	c.FlushMs = t.Int("flush.ms")
 	c.FileDeleteDelayMs = t.Int("file.delete.delay.ms")
 	c.MaxMessageBytes = int(t.Int("max.message.bytes"))
+	if !slices.Contains(config.SplitList(t.String("cleanup.policy")), "delete") {
+		c.RetentionMs, c.RetentionBytes = -1, -1
+	}
 	return c
 }
 

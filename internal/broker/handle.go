@@ -78,3 +78,6 @@ func errorMessage(err error) *string {
 	s := err.Error()
 	return &s
 }
+
+// errorIs reports whether err carries the Kafka error target.
+func errorIs(err error, target *kerr.Error) bool { return errors.Is(err, target) }

@@ -43,6 +43,7 @@ func (b *Broker) applyImage(old, img *metadata.Image) {
 			b.applyPartition(t, int32(i), p, oldP, values, configChanged)
 		}
 	}
+	b.applyCoordinator(old, img)
 	if old.Offset < 0 {
 		b.removeStrayLogs(img)
 	}

@@ -158,6 +158,8 @@ func (b *Broker) flushInBackground(pending []pendingAppend) {
 // storageError maps storage and replica errors to Kafka codes.
 func storageError(err error) error {
 	switch {
+	case err == nil:
+		return nil
 	case errors.Is(err, storage.ErrCorrupt):
 		return fmt.Errorf("%w: %v", kerr.CorruptMessage, err)
 	case errors.Is(err, storage.ErrMessageTooLarge):

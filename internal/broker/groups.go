@@ -1,0 +1,280 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-io/strata/internal/config"
+	"github.com/strata-io/strata/internal/controller"
+	"github.com/strata-io/strata/internal/group"
+	"github.com/strata-io/strata/internal/metadata"
+	"github.com/strata-io/strata/internal/record"
+	"github.com/strata-io/strata/internal/replica"
+	"github.com/strata-io/strata/internal/wire"
+)
+
+// Group APIs. The coordinator (internal/group) implements the protocol;
+// these handlers route requests to it and run the ones that wait for a
+// rebalance or for a write to __consumer_offsets as deferred responses, so
+// the connection goes on reading meanwhile.
+//
+// JoinGroup v0-9, SyncGroup v0-5, Heartbeat v0-4, LeaveGroup v0-5,
+// OffsetCommit v2-9, OffsetFetch v1-9, OffsetDelete v0, ListGroups v0-5,
+// DescribeGroups v0-5, DeleteGroups v0-2, ConsumerGroupHeartbeat v0-1 and
+// ConsumerGroupDescribe v0-1 (KIP-848).
+func init() {
+	register(11, 0, 9, (*Broker).handleJoinGroup)
+	register(14, 0, 5, (*Broker).handleSyncGroup)
+	register(12, 0, 4, (*Broker).handleHeartbeat)
+	register(13, 0, 5, (*Broker).handleLeaveGroup)
+	register(8, 2, 9, (*Broker).handleOffsetCommit)
+	register(9, 1, 9, (*Broker).handleOffsetFetch)
+	register(47, 0, 0, (*Broker).handleOffsetDelete)
+	register(16, 0, 5, (*Broker).handleListGroups)
+	register(15, 0, 5, (*Broker).handleDescribeGroups)
+	register(42, 0, 2, (*Broker).handleDeleteGroups)
+	register(68, 0, 1, (*Broker).handleConsumerGroupHeartbeat)
+	register(69, 0, 1, (*Broker).handleConsumerGroupDescribe)
+}
+
+// groupConfig converts the server configuration.
+func groupConfig(cfg *config.Server) group.Config {
+	c := group.DefaultConfig()
+	c.OffsetsTopicNumPartitions = int32(cfg.Int("offsets.topic.num.partitions"))
+	c.InitialRebalanceDelayMs = int32(cfg.Int("group.initial.rebalance.delay.ms"))
+	c.MinSessionTimeoutMs = int32(cfg.Int("group.min.session.timeout.ms"))
+	c.MaxSessionTimeoutMs = int32(cfg.Int("group.max.session.timeout.ms"))
+	c.MaxSize = int32(cfg.Int("group.max.size"))
+	c.ConsumerHeartbeatIntervalMs = int32(cfg.Int("group.consumer.heartbeat.interval.ms"))
+	c.ConsumerSessionTimeoutMs = int32(cfg.Int("group.consumer.session.timeout.ms"))
+	c.ConsumerAssignors = cfg.List("group.consumer.assignors")
+	c.RebalanceProtocols = cfg.List("group.coordinator.rebalance.protocols")
+	c.OffsetsRetentionMinutes = int32(cfg.Int("offsets.retention.minutes"))
+	c.OffsetsRetentionCheckIntervalMs = cfg.Int("offsets.retention.check.interval.ms")
+	c.OffsetMetadataMaxBytes = int32(cfg.Int("offset.metadata.max.bytes"))
+	return c
+}
+
+// imageTopics lets the coordinator read topics from the current image.
+type imageTopics struct{ b *Broker }
+
+func topicInfo(t *metadata.Topic) group.TopicInfo {
+	return group.TopicInfo{Name: t.Name, ID: t.ID, Partitions: int32(len(t.Partitions))}
+}
+
+func (it imageTopics) TopicByName(name string) (group.TopicInfo, bool) {
+	t, ok := it.b.image.Load().Topics[name]
+	if !ok {
+		return group.TopicInfo{}, false
+	}
+	return topicInfo(t), true
+}
+
+func (it imageTopics) TopicByID(id [16]byte) (group.TopicInfo, bool) {
+	t, ok := it.b.image.Load().TopicsByID[metadata.UUID(id)]
+	if !ok {
+		return group.TopicInfo{}, false
+	}
+	return topicInfo(t), true
+}
+
+func (it imageTopics) Topics() []group.TopicInfo {
+	img := it.b.image.Load()
+	out := make([]group.TopicInfo, 0, len(img.Topics))
+	for _, name := range img.TopicNames() {
+		if !isInternalTopic(name) {
+			out = append(out, topicInfo(img.Topics[name]))
+		}
+	}
+	return out
+}
+
+// offsetsPartition is a __consumer_offsets partition led here, as the
+// coordinator's seam to storage.
+type offsetsPartition struct{ p *replica.Partition }
+
+func (o offsetsPartition) Append(ctx context.Context, batch []byte) error {
+	res, err := o.p.AppendAsLeader(batch, -1)
+	if err != nil {
+		return storageError(err)
+	}
+	if err := o.p.Committed(ctx, res.LastOffset+1); err != nil {
+		return storageError(err)
+	}
+	return nil
+}
+
+func (o offsetsPartition) ReadBatches(from int64, fn func(batch []byte) bool) error {
+	log := o.p.Log()
+	if from < log.LogStartOffset() {
+		from = log.LogStartOffset()
+	}
+	hw := o.p.HighWatermark()
+	if from >= hw {
+		return nil
+	}
+	return storageError(log.ReadBatches(from, 0, func(h record.Header, batch []byte) bool {
+		if h.BaseOffset >= hw {
+			return false
+		}
+		return fn(batch)
+	}))
+}
+
+// applyCoordinator loads or unloads the coordinator's partitions as the
+// leadership of __consumer_offsets changes. b.imageMu must be held.
+func (b *Broker) applyCoordinator(old, img *metadata.Image) {
+	newT := img.Topics[OffsetsTopic]
+	oldT := old.Topics[OffsetsTopic]
+	if oldT != nil && (newT == nil || newT.ID != oldT.ID) {
+		for i := range oldT.Partitions {
+			if oldT.Partitions[i].Leader == b.nodeID {
+				b.groups.Unload(int32(i))
+			}
+		}
+		oldT = nil
+	}
+	if newT == nil {
+		return
+	}
+	for i := range newT.Partitions {
+		p := &newT.Partitions[i]
+		var was *metadata.Partition
+		if oldT != nil && i < len(oldT.Partitions) {
+			was = &oldT.Partitions[i]
+		}
+		leads := p.Leader == b.nodeID
+		led := was != nil && was.Leader == b.nodeID
+		switch {
+		case leads && (!led || was.LeaderEpoch != p.LeaderEpoch):
+			r, ok := b.partition(OffsetsTopic, int32(i))
+			if !ok {
+				continue
+			}
+			b.groups.Load(int32(i), offsetsPartition{r})
+		case !leads && led:
+			b.groups.Unload(int32(i))
+		}
+	}
+}
+
+// ensureOffsetsTopic creates __consumer_offsets on first use, compacted,
+// with replication factor min(offsets.topic.replication.factor, live
+// brokers), as Kafka does.
+func (b *Broker) ensureOffsetsTopic() error {
+	if _, ok := b.image.Load().Topics[OffsetsTopic]; ok {
+		return nil
+	}
+	rf := int16(min(b.cfg.Int("offsets.topic.replication.factor"), int64(len(b.image.Load().BrokerIDs()))))
+	compact := "compact"
+	segment := b.cfg.String("offsets.topic.segment.bytes")
+	res := b.controller.CreateTopics([]controller.TopicSpec{{
+		Name:              OffsetsTopic,
+		NumPartitions:     int32(b.cfg.Int("offsets.topic.num.partitions")),
+		ReplicationFactor: max(rf, 1),
+		Configs:           map[string]*string{"cleanup.policy": &compact, "segment.bytes": &segment},
+	}}, false)[0]
+	if res.Err != nil && !errorIs(res.Err, kerr.TopicAlreadyExists) {
+		return res.Err
+	}
+	if res.Err == nil {
+		b.logger.Info("topic created", "topic", OffsetsTopic, "partitions", res.NumPartitions, "replication.factor", res.ReplicationFactor)
+	}
+	return nil
+}
+
+// groupClient identifies a request's connection as Kafka does in member
+// metadata: the client id and "/" + the client's IP.
+func groupClient(c *wire.Conn, req *wire.Request) group.Client {
+	host := c.RemoteAddr().String()
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	return group.Client{ID: req.ClientID, Host: "/" + host}
+}
+
+// deferred runs a blocking coordinator call off the connection's reader.
+func deferred(fn func() kmsg.Response) wire.Response {
+	return wire.Response{Deferred: func() wire.Response { return respond(fn()) }}
+}
+
+func (b *Broker) handleJoinGroup(ctx context.Context, c *wire.Conn, req *wire.Request) wire.Response {
+	r := req.Body.(*kmsg.JoinGroupRequest)
+	client := groupClient(c, req)
+	return deferred(func() kmsg.Response { return b.groups.JoinGroup(ctx, client, r) })
+}
+
+func (b *Broker) handleSyncGroup(ctx context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
+	r := req.Body.(*kmsg.SyncGroupRequest)
+	return deferred(func() kmsg.Response { return b.groups.SyncGroup(ctx, r) })
+}
+
+func (b *Broker) handleHeartbeat(_ context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
+	return respond(b.groups.Heartbeat(req.Body.(*kmsg.HeartbeatRequest)))
+}
+
+func (b *Broker) handleLeaveGroup(ctx context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
+	r := req.Body.(*kmsg.LeaveGroupRequest)
+	return deferred(func() kmsg.Response { return b.groups.LeaveGroup(ctx, r) })
+}
+
+func (b *Broker) handleOffsetCommit(ctx context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
+	r := req.Body.(*kmsg.OffsetCommitRequest)
+	return deferred(func() kmsg.Response { return b.groups.OffsetCommit(ctx, r) })
+}
+
+func (b *Broker) handleOffsetFetch(_ context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
+	return respond(b.groups.OffsetFetch(req.Body.(*kmsg.OffsetFetchRequest)))
+}
+
+func (b *Broker) handleOffsetDelete(ctx context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
+	r := req.Body.(*kmsg.OffsetDeleteRequest)
+	return deferred(func() kmsg.Response { return b.groups.OffsetDelete(ctx, r) })
+}
+
+func (b *Broker) handleListGroups(_ context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
+	return respond(b.groups.ListGroups(req.Body.(*kmsg.ListGroupsRequest)))
+}
+
+func (b *Broker) handleDescribeGroups(_ context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
+	return respond(b.groups.DescribeGroups(req.Body.(*kmsg.DescribeGroupsRequest)))
+}
+
+func (b *Broker) handleDeleteGroups(ctx context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
+	r := req.Body.(*kmsg.DeleteGroupsRequest)
+	return deferred(func() kmsg.Response { return b.groups.DeleteGroups(ctx, r) })
+}
+
+func (b *Broker) handleConsumerGroupHeartbeat(ctx context.Context, c *wire.Conn, req *wire.Request) wire.Response {
+	r := req.Body.(*kmsg.ConsumerGroupHeartbeatRequest)
+	client := groupClient(c, req)
+	return deferred(func() kmsg.Response { return b.groups.ConsumerGroupHeartbeat(ctx, client, r) })
+}
+
+func (b *Broker) handleConsumerGroupDescribe(_ context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
+	return respond(b.groups.ConsumerGroupDescribe(req.Body.(*kmsg.ConsumerGroupDescribeRequest)))
+}
+
+// offsetsTopicPartition is the __consumer_offsets partition a group id
+// hashes to.
+func (b *Broker) offsetsTopicPartition(groupID string) int32 { return b.groups.HashPartition(groupID) }
+
+// coordinatorFor returns the broker coordinating partition p of
+// __consumer_offsets, or an error Kafka would answer FindCoordinator with.
+func (b *Broker) coordinatorFor(p int32) (*metadata.Broker, error) {
+	img := b.image.Load()
+	_, part, ok := img.Partition(OffsetsTopic, p)
+	if !ok || part.Leader < 0 {
+		return nil, fmt.Errorf("%w: __consumer_offsets partition %d has no leader", kerr.CoordinatorNotAvailable, p)
+	}
+	br, ok := img.Brokers[part.Leader]
+	if !ok || br.Fenced || !slices.Contains(part.ISR, part.Leader) {
+		return nil, fmt.Errorf("%w: the leader of __consumer_offsets partition %d is not available", kerr.CoordinatorNotAvailable, p)
+	}
+	return br, nil
+}
