@@ -176,7 +176,7 @@ func groupDescribeCommand(o *clientOptions) *cobra.Command {
 				}
 				// Kafka describes a group it does not know as Dead; some
 				// brokers answer GROUP_ID_NOT_FOUND.
-				if errors.Is(l.Error(), kerr.GroupIDNotFound) || l.State == "Dead" && len(l.Members) == 0 && l.Lag.IsEmpty() {
+				if errors.Is(l.Error(), kerr.GroupIDNotFound) || l.State == "Dead" && len(l.Members) == 0 && len(l.Lag) == 0 {
 					return fmt.Errorf("unknown group %q", g)
 				}
 				if err := l.Error(); err != nil {

@@ -70,7 +70,9 @@ func committed(d groupDescription) map[string]int64 {
 // leaves the group.
 func member(t *testing.T, group, topic string) (stop func()) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokerAddr), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.ClientID("test-member"))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokerAddr), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.ClientID("test-member"),
+		// A short long-poll: the node's shutdown waits for fetches in flight.
+		kgo.FetchMaxWait(200*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
