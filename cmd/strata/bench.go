@@ -543,14 +543,18 @@ func benchE2E(ctx context.Context, o *clientOptions, bf *benchFlags, topic strin
 			if bf.records > 0 && i == bf.records {
 				return
 			}
-			if bf.records == 0 && time.Since(t0) >= bf.duration {
-				return
-			}
 			if bf.targetRate > 0 {
-				due := t0.Add(time.Duration(float64(i) / float64(bf.targetRate) * float64(time.Second)))
-				if wait := time.Until(due); wait > 0 {
+				// Pace by the schedule, not by the previous send, so a late
+				// record does not delay the ones after it.
+				offset := time.Duration(float64(i) / float64(bf.targetRate) * float64(time.Second))
+				if bf.records == 0 && offset >= bf.duration {
+					return
+				}
+				if wait := time.Until(t0.Add(offset)); wait > 0 {
 					time.Sleep(wait)
 				}
+			} else if bf.records == 0 && time.Since(t0) >= bf.duration {
+				return
 			}
 			v := make([]byte, bf.recordSize)
 			binary.BigEndian.PutUint64(v, uint64(time.Since(t0)))
