@@ -69,7 +69,10 @@ func Start(opts Options) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	b.Start()
+	if err := b.Start(); err != nil {
+		b.Close()
+		return nil, err
+	}
 	return &Node{b: b}, nil
 }
 

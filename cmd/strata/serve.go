@@ -61,7 +61,10 @@ func serve(ctx context.Context, cfg *config.Server) error {
 	if err != nil {
 		return err
 	}
-	b.Start()
+	if err := b.Start(); err != nil {
+		b.Close()
+		return err
+	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	<-ctx.Done()

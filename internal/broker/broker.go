@@ -29,6 +29,7 @@ import (
 	"github.com/strata-io/strata/internal/controller"
 	"github.com/strata-io/strata/internal/group"
 	"github.com/strata-io/strata/internal/metadata"
+	"github.com/strata-io/strata/internal/metrics"
 	"github.com/strata-io/strata/internal/producer"
 	"github.com/strata-io/strata/internal/replica"
 	"github.com/strata-io/strata/internal/storage"
@@ -75,15 +76,21 @@ type Broker struct {
 
 	producerIDs *producer.IDAllocator
 	groups      *group.Coordinator
+	metrics     *metrics.Broker
+	admin       *metrics.AdminServer
 
 	listener   net.Listener
 	advertised config.Listener
 	zeroCopy   bool
 
-	ctx    context.Context // canceled by Close
+	ctx    context.Context // canceled by Close, once requests are done
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	closed atomic.Bool
+	// stopping is canceled first thing in Close: long polls answer at
+	// once with what they have, so shutdown does not wait for them.
+	stopping    context.Context
+	stopWaiting context.CancelFunc
+	wg          sync.WaitGroup
+	closed      atomic.Bool
 }
 
 // New opens the data directory (recovering what needs it), replays the
@@ -110,7 +117,9 @@ func New(opts Options) (*Broker, error) {
 		zeroCopy:   cfg.Bool("strata.fetch.zero.copy"),
 	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
+	b.stopping, b.stopWaiting = context.WithCancel(context.Background())
 	b.versions = supportedVersions()
+	b.metrics = metrics.New(stateCollector{b})
 
 	listeners, err := config.ParseListeners(cfg.List("listeners"))
 	if err != nil {
@@ -177,6 +186,7 @@ func New(opts Options) (*Broker, error) {
 		IdleTimeout:    time.Duration(cfg.Int("connections.max.idle.ms")) * time.Millisecond,
 		CopySplices:    !b.zeroCopy,
 		Logger:         b.logger,
+		Observe:        b.observe,
 	})
 	if err != nil {
 		b.abort()
@@ -218,9 +228,16 @@ func (b *Broker) ClusterID() string { return b.image.Load().ClusterID }
 // NodeID returns this node's id.
 func (b *Broker) NodeID() int32 { return b.nodeID }
 
-// Start serves the Kafka listener and runs background work (retention,
-// checkpoints) until Close.
-func (b *Broker) Start() {
+// Start serves the Kafka listener and the admin HTTP listener, and runs
+// background work (retention, checkpoints) until Close.
+func (b *Broker) Start() error {
+	if addr := b.cfg.String("strata.admin.listener"); addr != "" {
+		admin, err := metrics.StartAdmin(addr, b.metrics, metrics.Health{Live: b.live, Ready: b.ready}, b.logger)
+		if err != nil {
+			return err
+		}
+		b.admin = admin
+	}
 	b.wg.Add(2)
 	go func() {
 		defer b.wg.Done()
@@ -232,7 +249,40 @@ func (b *Broker) Start() {
 		defer b.wg.Done()
 		b.housekeeping()
 	}()
-	b.logger.Info("broker started", "node.id", b.nodeID, "cluster.id", b.ClusterID(), "listener", b.listener.Addr().String(), "advertised", b.Addr(), "log.dir", b.dir)
+	b.logger.Info("broker started", "node.id", b.nodeID, "cluster.id", b.ClusterID(), "listener", b.listener.Addr().String(), "advertised", b.Addr(), "log.dir", b.dir, "admin", b.AdminAddr())
+	return nil
+}
+
+// AdminAddr is the admin HTTP listener's address, or "" when disabled.
+func (b *Broker) AdminAddr() string {
+	if b.admin == nil {
+		return ""
+	}
+	return b.admin.Addr()
+}
+
+// Metrics returns the broker's metrics.
+func (b *Broker) Metrics() *metrics.Broker { return b.metrics }
+
+// live reports whether the broker can still write: a log taken offline by
+// an I/O error makes it unhealthy.
+func (b *Broker) live() error {
+	b.partitionsMu.RLock()
+	defer b.partitionsMu.RUnlock()
+	for key, p := range b.partitions {
+		if err := p.Log().Offline(); err != nil {
+			return fmt.Errorf("partition %s-%d is offline: %w", key.topic, key.partition, err)
+		}
+	}
+	return nil
+}
+
+// ready reports whether the broker serves clients.
+func (b *Broker) ready() error {
+	if b.closed.Load() {
+		return errors.New("shutting down")
+	}
+	return b.live()
 }
 
 // housekeeping runs retention and recovery-point checkpoints on their
@@ -272,6 +322,10 @@ func (b *Broker) Close() error {
 		return nil
 	}
 	start := time.Now()
+	// Answer the waiting requests first: long polls with what they have,
+	// parked group requests with NOT_COORDINATOR (clients move on).
+	b.stopWaiting()
+	b.groups.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(b.cfg.Int("shutdown.timeout.ms"))*time.Millisecond)
 	defer cancel()
 	if err := b.server.Shutdown(ctx); err != nil {
@@ -279,7 +333,9 @@ func (b *Broker) Close() error {
 	}
 	b.cancel()
 	b.wg.Wait()
-	b.groups.Close()
+	if b.admin != nil {
+		b.admin.Close()
+	}
 	b.partitionsMu.RLock()
 	for _, p := range b.partitions {
 		if err := p.SnapshotProducers(); err != nil {

@@ -59,7 +59,9 @@ func (tb *testBroker) start(t testing.TB, listen string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.Start()
+	if err := b.Start(); err != nil {
+		t.Fatal(err)
+	}
 	tb.Broker = b
 }
 

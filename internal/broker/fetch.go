@@ -49,7 +49,7 @@ func (b *Broker) handleFetch(ctx context.Context, _ *wire.Conn, req *wire.Reques
 	}
 	res := b.fetchOnce(r)
 	if res.done(r) {
-		return res.response
+		return b.countFetch(res)
 	}
 	wait := time.Duration(r.MaxWaitMillis) * time.Millisecond
 	return wire.Response{Deferred: func() wire.Response {
@@ -69,14 +69,16 @@ func (b *Broker) handleFetch(ctx context.Context, _ *wire.Conn, req *wire.Reques
 			// Read again: data may have arrived before the watch.
 			res = b.fetchOnce(r)
 			if res.done(r) {
-				return res.response
+				return b.countFetch(res)
 			}
 			select {
 			case <-wake:
 			case <-timer.C:
-				return res.response
+				return b.countFetch(res)
 			case <-ctx.Done():
-				return res.response
+				return b.countFetch(res)
+			case <-b.stopping.Done():
+				return b.countFetch(res)
 			}
 		}
 	}}
@@ -88,6 +90,22 @@ type fetchResult struct {
 	bytes    int64
 	errors   bool
 	parts    []*replica.Partition // the partitions read, to watch
+	// bytesOut and failed count per topic, for the metrics of the pass
+	// that is answered.
+	bytesOut map[string]int64
+	failed   map[string]int
+}
+
+// countFetch records the metrics of the answered pass and returns its
+// response.
+func (b *Broker) countFetch(res fetchResult) wire.Response {
+	for topic, n := range res.bytesOut {
+		b.metrics.BytesOut.WithLabelValues(topic).Add(float64(n))
+	}
+	for topic, n := range res.failed {
+		b.metrics.FailedFetchRequests.WithLabelValues(topic).Add(float64(n))
+	}
+	return res.response
 }
 
 // done reports whether the response can go now.
@@ -129,6 +147,10 @@ func (b *Broker) fetchOnce(r *kmsg.FetchRequest) fetchResult {
 				var splice *wire.Splice
 				splice, err = b.readPartition(p, rp, sp, min(remaining, int64(rp.PartitionMaxBytes)), minOneBatch)
 				if splice != nil {
+					if res.bytesOut == nil {
+						res.bytesOut = map[string]int64{}
+					}
+					res.bytesOut[name] += splice.Region.Len
 					res.response.Splices = append(res.response.Splices, *splice)
 					res.bytes += splice.Region.Len
 					remaining -= splice.Region.Len
@@ -137,6 +159,10 @@ func (b *Broker) fetchOnce(r *kmsg.FetchRequest) fetchResult {
 			}
 			if err != nil {
 				res.errors = true
+				if res.failed == nil {
+					res.failed = map[string]int{}
+				}
+				res.failed[name]++
 				sp.ErrorCode = errorCode(err)
 				sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
 			}

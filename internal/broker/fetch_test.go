@@ -199,3 +199,31 @@ func TestFetchMaxBytes(t *testing.T) {
 		t.Errorf("response limit 15000: %v", s)
 	}
 }
+
+// TestCloseAnswersLongPolls checks that shutting down does not wait for
+// fetches parked for a minute.
+func TestCloseAnswersLongPolls(t *testing.T) {
+	// A shutdown that waited for the fetch would take the full minute.
+	b := startBroker(t, map[string]string{"shutdown.timeout.ms": "60000"})
+	createTopic(t, newAdmin(t, b.Addr()), "idle", 1, nil)
+	consumer := newClient(t, b.Addr(), kgo.ConsumeTopics("idle"), kgo.FetchMaxWait(time.Minute))
+	go consumer.PollFetches(testContext(t))
+	// Wait until the fetch is parked: the partition has a watcher.
+	p, _ := b.partition("idle", 0)
+	for !p.Watched() {
+		if testContext(t).Err() != nil {
+			t.Fatal("the fetch never parked")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	done := make(chan error, 1)
+	go func() { done <- b.Close() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close waited for a parked fetch")
+	}
+}

@@ -72,6 +72,7 @@ func (b *Broker) handleProduce(ctx context.Context, _ *wire.Conn, req *wire.Requ
 			}
 			if err != nil {
 				failed = true
+				b.metrics.FailedProduceRequests.WithLabelValues(rt.Topic).Inc()
 				sp.ErrorCode = errorCode(err)
 				if r.Version >= 8 {
 					sp.ErrorMessage = errorMessage(err)
@@ -131,6 +132,10 @@ func (b *Broker) appendProduced(p *replica.Partition, records []byte, acks int16
 	res, err := p.AppendAsLeader(records, acks)
 	if err != nil {
 		return storageError(err)
+	}
+	if !res.Duplicate {
+		b.metrics.MessagesIn.WithLabelValues(p.Topic).Add(float64(res.NumRecords))
+		b.metrics.BytesIn.WithLabelValues(p.Topic).Add(float64(res.Bytes))
 	}
 	sp.BaseOffset = res.FirstOffset
 	sp.LogAppendTime = res.LogAppendTime

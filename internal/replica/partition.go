@@ -313,3 +313,10 @@ func ErrIsStorage(err error) bool { return errors.Is(err, storage.ErrLogOffline)
 
 // SyncEveryAppend reports flush.messages=1.
 func (p *Partition) SyncEveryAppend() bool { return p.settings.Load().SyncEveryAppend }
+
+// Watched reports whether anything waits for the high watermark to move.
+func (p *Partition) Watched() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.watchers) > 0
+}

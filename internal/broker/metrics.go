@@ -1,0 +1,127 @@
+package broker
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-io/strata/internal/config"
+	"github.com/strata-io/strata/internal/record"
+	"github.com/strata-io/strata/internal/wire"
+)
+
+// stateCollector computes the broker's gauges when Prometheus scrapes:
+// partition and leader counts, under-replicated, under-min-ISR and offline
+// partitions, the active controller count, log sizes and consumer lag.
+type stateCollector struct{ b *Broker }
+
+var (
+	descPartitions       = prometheus.NewDesc("strata_partitions", "Partitions hosted on this broker (Kafka: PartitionCount).", nil, nil)
+	descLeaders          = prometheus.NewDesc("strata_leader_partitions", "Partitions this broker leads (Kafka: LeaderCount).", nil, nil)
+	descUnderReplicated  = prometheus.NewDesc("strata_under_replicated_partitions", "Partitions led here whose ISR is smaller than their replica set (Kafka: UnderReplicatedPartitions).", nil, nil)
+	descUnderMinISR      = prometheus.NewDesc("strata_under_min_isr_partitions", "Partitions led here whose ISR is smaller than min.insync.replicas (Kafka: UnderMinIsrPartitionCount).", nil, nil)
+	descOffline          = prometheus.NewDesc("strata_offline_partitions", "Partitions in the cluster without a leader (Kafka: OfflinePartitionsCount).", nil, nil)
+	descActiveController = prometheus.NewDesc("strata_active_controller_count", "1 on the node that is the active controller (Kafka: ActiveControllerCount).", nil, nil)
+	descLogSize          = prometheus.NewDesc("strata_log_size_bytes", "Bytes of log on disk per partition (Kafka: Log Size).", []string{"topic", "partition"}, nil)
+	descLogEnd           = prometheus.NewDesc("strata_log_end_offset", "Log end offset per partition (Kafka: LogEndOffset).", []string{"topic", "partition"}, nil)
+	descLogStart         = prometheus.NewDesc("strata_log_start_offset", "Log start offset per partition (Kafka: LogStartOffset).", []string{"topic", "partition"}, nil)
+	descGroupLag         = prometheus.NewDesc("strata_consumer_group_lag", "Records between a group's committed offset and the high watermark.", []string{"group", "topic", "partition"}, nil)
+	descGroupLagSeconds  = prometheus.NewDesc("strata_consumer_group_lag_seconds", "Age of the oldest record a group has not committed past (0 when caught up).", []string{"group", "topic", "partition"}, nil)
+)
+
+func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descPartitions, descLeaders, descUnderReplicated, descUnderMinISR, descOffline,
+		descActiveController, descLogSize, descLogEnd, descLogStart, descGroupLag, descGroupLagSeconds} {
+		ch <- d
+	}
+}
+
+func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
+	b := c.b
+	img := b.image.Load()
+	if img == nil {
+		return
+	}
+	var hosted, leaders, under, underMin, offline int
+	for _, t := range img.Topics {
+		minISR := config.ResolveTopic(b.topicConfig(img, t.Name), nil).Int("min.insync.replicas")
+		for i := range t.Partitions {
+			p := &t.Partitions[i]
+			if p.Leader < 0 {
+				offline++
+			}
+			if p.Leader != b.nodeID {
+				continue
+			}
+			leaders++
+			if len(p.ISR) < len(p.Replicas) {
+				under++
+			}
+			if int64(len(p.ISR)) < minISR {
+				underMin++
+			}
+		}
+	}
+	now := b.now()
+	b.partitionsMu.RLock()
+	hosted = len(b.partitions)
+	for key, p := range b.partitions {
+		part := itoa(key.partition)
+		log := p.Log()
+		ch <- prometheus.MustNewConstMetric(descLogSize, prometheus.GaugeValue, float64(log.Size()), key.topic, part)
+		ch <- prometheus.MustNewConstMetric(descLogEnd, prometheus.GaugeValue, float64(log.LogEndOffset()), key.topic, part)
+		ch <- prometheus.MustNewConstMetric(descLogStart, prometheus.GaugeValue, float64(log.LogStartOffset()), key.topic, part)
+	}
+	b.partitionsMu.RUnlock()
+	ch <- prometheus.MustNewConstMetric(descPartitions, prometheus.GaugeValue, float64(hosted))
+	ch <- prometheus.MustNewConstMetric(descLeaders, prometheus.GaugeValue, float64(leaders))
+	ch <- prometheus.MustNewConstMetric(descUnderReplicated, prometheus.GaugeValue, float64(under))
+	ch <- prometheus.MustNewConstMetric(descUnderMinISR, prometheus.GaugeValue, float64(underMin))
+	ch <- prometheus.MustNewConstMetric(descOffline, prometheus.GaugeValue, float64(offline))
+	ch <- prometheus.MustNewConstMetric(descActiveController, prometheus.GaugeValue, 1)
+
+	for _, g := range b.groups.GroupOffsets() {
+		for _, o := range g.Offsets {
+			p, ok := b.partition(o.Topic, o.Partition)
+			if !ok {
+				continue
+			}
+			hw := p.HighWatermark()
+			lag := max(hw-o.Offset, 0)
+			part := itoa(o.Partition)
+			ch <- prometheus.MustNewConstMetric(descGroupLag, prometheus.GaugeValue, float64(lag), g.Group, o.Topic, part)
+			seconds := 0.0
+			if lag > 0 {
+				// The first batch at or after the committed offset holds the
+				// oldest record not yet consumed.
+				p.Log().ScanBatchHeaders(o.Offset, func(h record.Header, _ int64) bool {
+					if h.LastOffset() >= o.Offset {
+						seconds = max(now.Sub(timeFromMillis(h.BaseTimestamp)).Seconds(), 0)
+						return false
+					}
+					return true
+				})
+			}
+			ch <- prometheus.MustNewConstMetric(descGroupLagSeconds, prometheus.GaugeValue, seconds, g.Group, o.Topic, part)
+		}
+	}
+}
+
+// observe feeds the wire layer's per-request observations to the metrics.
+func (b *Broker) observe(o wire.Observation) {
+	b.metrics.ObserveRequest(apiName(o.Key), o.TotalTime, o.RequestBytes, o.ResponseBytes, o.Err != nil)
+}
+
+var apiNames = func() map[int16]string {
+	m := map[int16]string{}
+	for key := int16(0); key <= kmsg.MaxKey; key++ {
+		m[key] = kmsg.NameForKey(key)
+	}
+	return m
+}()
+
+func apiName(key int16) string {
+	if n, ok := apiNames[key]; ok && n != "" {
+		return n
+	}
+	return "Unknown"
+}
