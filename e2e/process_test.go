@@ -93,10 +93,15 @@ func flagsFor(sets []string) []string {
 	return out
 }
 
-func (p *process) start() {
+func (p *process) start() { p.startIn("") }
+
+// startIn starts the process with dir as its working directory ("" for
+// the test's).
+func (p *process) startIn(dir string) {
 	p.t.Helper()
 	p.logs = &syncBuffer{}
 	p.cmd = exec.Command(binary, p.args...)
+	p.cmd.Dir = dir
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
 	if err := p.cmd.Start(); err != nil {
 		p.t.Fatal(err)

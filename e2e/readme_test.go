@@ -1,0 +1,113 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// tourBlocks returns the shell blocks of the README's five-minute tour.
+func tourBlocks(t *testing.T) [][]string {
+	data, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(data)
+	start := strings.Index(readme, "## A five-minute tour")
+	if start < 0 {
+		t.Fatal("README.md has no five-minute tour")
+	}
+	section := readme[start:]
+	if end := strings.Index(section[3:], "\n## "); end >= 0 {
+		section = section[:end+3]
+	}
+	var blocks [][]string
+	var cur []string
+	in := false
+	sc := bufio.NewScanner(strings.NewReader(section))
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "```sh"):
+			in, cur = true, nil
+		case strings.HasPrefix(line, "```") && in:
+			in = false
+			blocks = append(blocks, cur)
+		case in:
+			if l := strings.TrimSpace(line); l != "" && !strings.HasPrefix(l, "#") {
+				cur = append(cur, l)
+			}
+		}
+	}
+	return blocks
+}
+
+// TestREADMETour does what a new user does: start `strata serve` with no
+// configuration in an empty directory, then run the tour's commands, each
+// of which must succeed.
+func TestREADMETour(t *testing.T) {
+	blocks := tourBlocks(t)
+	if len(blocks) < 3 {
+		t.Fatalf("the tour has %d shell blocks, want the server, the CLI and kcat", len(blocks))
+	}
+	if c, err := net.DialTimeout("tcp", "127.0.0.1:9092", 200*time.Millisecond); err == nil {
+		c.Close()
+		t.Fatal("something already listens on 127.0.0.1:9092, where the tour's zero-configuration broker must start")
+	}
+	dir := t.TempDir()
+	if err := os.Link(binary, filepath.Join(dir, "strata")); err != nil {
+		data, err := os.ReadFile(binary)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "strata"), data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The first block builds and starts the broker; the build is done.
+	var serve string
+	for _, l := range blocks[0] {
+		if strings.Contains(l, " serve") {
+			serve = l
+		}
+	}
+	if serve != "./strata serve" {
+		t.Fatalf("the tour starts the broker with %q, want ./strata serve with no configuration", serve)
+	}
+	p := &process{t: t, dir: dir, addr: "127.0.0.1:9092", args: []string{"serve"}}
+	p.startIn(dir)
+	t.Cleanup(p.kill)
+	if _, err := os.Stat(filepath.Join(dir, "strata-data", "meta.properties")); err != nil {
+		t.Fatalf("zero-configuration start did not write ./strata-data/meta.properties: %v", err)
+	}
+
+	run := func(line string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "bash", "-c", line)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s\nbroker log:\n%s", line, err, out, p.logs)
+		}
+		t.Logf("$ %s\n%s", line, out)
+	}
+	for _, line := range blocks[1] {
+		run(line)
+	}
+	if _, err := exec.LookPath("kcat"); err != nil {
+		t.Log("kcat is not installed; skipping the tour's kcat commands (CI installs it)")
+	} else {
+		for _, line := range blocks[2] {
+			run(line)
+		}
+	}
+	p.stop()
+}
