@@ -83,8 +83,17 @@ func TestREADMETour(t *testing.T) {
 	p := &process{t: t, dir: dir, addr: "127.0.0.1:9092", args: []string{"serve"}}
 	p.startIn(dir)
 	t.Cleanup(p.kill)
-	if _, err := os.Stat(filepath.Join(dir, "strata-data", "meta.properties")); err != nil {
-		t.Fatalf("zero-configuration start did not write ./strata-data/meta.properties: %v", err)
+	// The listener accepts connections a moment before start-up ends.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := os.Stat(filepath.Join(dir, "strata-data", "meta.properties"))
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("zero-configuration start did not write ./strata-data/meta.properties: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 
 	run := func(line string) {
