@@ -21,7 +21,7 @@ import (
 // TOPIC_DELETION_DISABLED.
 func init() { register(20, 1, 6, (*Broker).handleDeleteTopics) }
 
-func (b *Broker) handleDeleteTopics(_ context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
+func (b *Broker) handleDeleteTopics(ctx context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
 	r := req.Body.(*kmsg.DeleteTopicsRequest)
 	resp := r.ResponseKind().(*kmsg.DeleteTopicsResponse)
 	type target struct {
@@ -42,6 +42,7 @@ func (b *Broker) handleDeleteTopics(_ context.Context, _ *wire.Conn, req *wire.R
 			targets = append(targets, target{name: name})
 		}
 	}
+	var deleted []string
 	for _, t := range targets {
 		st := kmsg.NewDeleteTopicsResponseTopic()
 		var err error
@@ -65,8 +66,18 @@ func (b *Broker) handleDeleteTopics(_ context.Context, _ *wire.Conn, req *wire.R
 			if r.Version >= 5 {
 				st.ErrorMessage = errorMessage(err)
 			}
+		} else {
+			deleted = append(deleted, t.name)
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
-	return respond(resp)
+	if len(deleted) == 0 {
+		return respond(resp)
+	}
+	// Committed offsets of deleted topics go too, as in Kafka, before the
+	// answer: a topic created again with the same name starts with none.
+	return wire.Response{Deferred: func() wire.Response {
+		b.groups.DeleteTopicOffsets(ctx, deleted)
+		return respond(resp)
+	}}
 }
