@@ -34,7 +34,6 @@ func buildPrograms(t *testing.T, dir string) {
 	t.Helper()
 	start := time.Now()
 	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./cmd/...")
-	cmd.Env = append(os.Environ(), "GOFLAGS=")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
@@ -255,10 +254,13 @@ func TestCheckoutSurvivesNotificationCrash(t *testing.T) {
 
 	generator := startProcess(t, bin, dir, "orders", "orders", append(common("orders"), "--generate", strconv.Itoa(generated), "--rate", rate)...)
 
-	// Kill the notification service once it is well into the stream.
-	waitFor(t, 30*time.Second, "the notification service to e-mail 100 orders", func() (bool, string) {
+	// Kill the notification service once it is well into the stream and
+	// has committed, so the restart has an offset to resume from.
+	admin := adminClient(t, node.Addr())
+	waitFor(t, 30*time.Second, "the notification service to e-mail 100 orders and commit", func() (bool, string) {
 		n := len(readOrders(t, out("notification")))
-		return n >= 100, fmt.Sprintf("%d e-mails", n)
+		committed := committedRecords(t, admin, "notification")
+		return n >= 100 && committed > 0, fmt.Sprintf("%d e-mails, %d records committed", n, committed)
 	})
 	notification.kill()
 	placedAtKill := len(readOrders(t, out("orders")))
@@ -307,7 +309,13 @@ func TestCheckoutSurvivesNotificationCrash(t *testing.T) {
 			}
 		}
 	}
+	// Every order e-mailed before the kill but not committed is delivered
+	// again; had the restart not resumed from the committed offset, all
+	// of them would be.
 	redelivered := strings.Count(notification.logs(), "skipping redelivered event")
+	if redelivered >= emailedAtKill {
+		t.Errorf("%d orders redelivered to notification after it was killed having e-mailed %d: it did not resume from its committed offset", redelivered, emailedAtKill)
+	}
 	t.Logf("every service handled all %d orders once, %v after start; %d orders were redelivered to notification after its SIGKILL and skipped by order id",
 		len(want), caughtUp.Round(time.Millisecond), redelivered)
 
@@ -315,21 +323,40 @@ func TestCheckoutSurvivesNotificationCrash(t *testing.T) {
 	for _, p := range []*process{shop, payment, inventory, notification, fulfillment} {
 		p.stop()
 	}
-	checkGroupsCommittedAndLeft(t, node.Addr(), "payment", "inventory", "notification", "fulfillment")
+	checkGroupsCommittedAndLeft(t, admin, "payment", "inventory", "notification", "fulfillment")
 }
 
-// checkGroupsCommittedAndLeft checks that each group has no members and no
-// lag: everything was committed on the way out.
-func checkGroupsCommittedAndLeft(t *testing.T, addr string, groups ...string) {
+func adminClient(t *testing.T, addr string) *kadm.Client {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cl.Close()
+	t.Cleanup(cl.Close)
+	return kadm.NewClient(cl)
+}
+
+// committedRecords is the sum of group's committed offsets.
+func committedRecords(t *testing.T, admin *kadm.Client, group string) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	offsets, err := admin.FetchOffsets(ctx, group)
+	if err != nil {
+		t.Fatalf("fetching %s's offsets: %v", group, err)
+	}
+	var sum int64
+	offsets.Each(func(o kadm.OffsetResponse) { sum += max(o.At, 0) })
+	return sum
+}
+
+// checkGroupsCommittedAndLeft checks that each group has no members and no
+// lag: everything was committed on the way out.
+func checkGroupsCommittedAndLeft(t *testing.T, admin *kadm.Client, groups ...string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	lags, err := kadm.NewClient(cl).Lag(ctx, groups...)
+	lags, err := admin.Lag(ctx, groups...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,18 +50,15 @@ func OpenLedger(path string) (*Ledger, error) {
 			l.done[id] = true
 		}
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("ledger: %w", err)
-	}
 	if len(complete) < len(data) {
-		if err := f.Truncate(int64(len(complete))); err != nil {
-			f.Close()
+		if err := os.Truncate(path, int64(len(complete))); err != nil {
 			return nil, fmt.Errorf("ledger: truncating a torn last line: %w", err)
 		}
 	}
-	if _, err := f.Seek(int64(len(complete)), io.SeekStart); err != nil {
-		f.Close()
+	// O_APPEND: every line lands at the end even if another process
+	// appends to the same file.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
 		return nil, fmt.Errorf("ledger: %w", err)
 	}
 	l.out, l.file = f, f

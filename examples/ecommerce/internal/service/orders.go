@@ -109,7 +109,10 @@ func (s *orders) place(ctx context.Context, customer string, items []events.Item
 		Value:   value,
 		Headers: []kgo.RecordHeader{{Key: events.HeaderType, Value: []byte(events.TypeOrderCreated)}},
 	}
-	if err := s.client.ProduceSync(ctx, record).FirstErr(); err != nil {
+	// A client hanging up or a SIGTERM must not abandon an append midway,
+	// leaving an event the order service has forgotten: the append runs to
+	// its end (milliseconds, or until Close fails it when the broker is gone).
+	if err := s.client.ProduceSync(context.WithoutCancel(ctx), record).FirstErr(); err != nil {
 		s.mu.Lock()
 		delete(s.pending, order.OrderID)
 		s.mu.Unlock()
@@ -237,14 +240,11 @@ func (s *orders) generate(ctx context.Context, n int, rate float64) error {
 			}
 		}
 		items := make([]events.Item, 1+rand.IntN(3))
-		for j := range items {
-			items[j] = catalogue[rand.IntN(len(catalogue))]
+		for j, k := range rand.Perm(len(catalogue))[:len(items)] {
+			items[j] = catalogue[k]
 			items[j].Quantity = 1 + rand.IntN(3)
 		}
 		if _, err := s.place(ctx, customers[rand.IntN(len(customers))], items); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
 			return err
 		}
 	}
