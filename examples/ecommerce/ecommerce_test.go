@@ -57,7 +57,12 @@ type process struct {
 func startProcess(t *testing.T, bin, dir, program, name string, args ...string) *process {
 	p := &process{t: t, name: name, path: filepath.Join(bin, program), args: args, logPath: filepath.Join(dir, name+".log")}
 	p.start()
-	t.Cleanup(p.kill)
+	t.Cleanup(func() {
+		p.kill()
+		if t.Failed() {
+			t.Logf("%s's log:\n%s", name, p.logs())
+		}
+	})
 	return p
 }
 

@@ -236,8 +236,11 @@ func (s *orders) generate(ctx context.Context, n int, rate float64) error {
 			select {
 			case <-tick:
 			case <-ctx.Done():
-				return nil
 			}
+		}
+		if ctx.Err() != nil {
+			s.logger.Info("stopped generating", "orders", i)
+			return nil
 		}
 		items := make([]events.Item, 1+rand.IntN(3))
 		for j, k := range rand.Perm(len(catalogue))[:len(items)] {
