@@ -216,3 +216,22 @@ func anySlice(s []string) []any {
 // kadmFor wraps an open client for admin requests; closing the kadm client
 // would close cl, so callers close cl themselves.
 func kadmFor(cl *kgo.Client) *kadm.Client { return kadm.NewClient(cl) }
+
+// completeFromCluster completes shell words with names list fetches from
+// the cluster; nothing when the cluster cannot be asked.
+func (o *clientOptions) completeFromCluster(list func(context.Context, *kadm.Client) ([]string, error)) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
+		adm, err := o.admin(cmd.Context())
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		defer adm.Close()
+		ctx, cancel := o.requestContext(cmd.Context())
+		defer cancel()
+		names, err := list(ctx, adm)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		return names, cobra.ShellCompDirectiveNoFileComp
+	}
+}

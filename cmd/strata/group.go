@@ -33,20 +33,10 @@ func groupCommand() *cobra.Command {
 
 // completeGroups completes group names from the cluster, for shells.
 func completeGroups(o *clientOptions) cobra.CompletionFunc {
-	return func(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
-		adm, err := o.admin(cmd.Context())
-		if err != nil {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		defer adm.Close()
-		ctx, cancel := o.requestContext(cmd.Context())
-		defer cancel()
+	return o.completeFromCluster(func(ctx context.Context, adm *kadm.Client) ([]string, error) {
 		groups, err := adm.ListGroups(ctx)
-		if err != nil {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		return groups.Groups(), cobra.ShellCompDirectiveNoFileComp
-	}
+		return groups.Groups(), err
+	})
 }
 
 type groupListEntry struct {

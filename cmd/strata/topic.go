@@ -37,20 +37,10 @@ func topicCommand() *cobra.Command {
 
 // completeTopics completes topic names from the cluster, for shells.
 func completeTopics(o *clientOptions) cobra.CompletionFunc {
-	return func(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
-		adm, err := o.admin(cmd.Context())
-		if err != nil {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		defer adm.Close()
-		ctx, cancel := o.requestContext(cmd.Context())
-		defer cancel()
+	return o.completeFromCluster(func(ctx context.Context, adm *kadm.Client) ([]string, error) {
 		topics, err := adm.ListTopics(ctx)
-		if err != nil {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		return topics.Names(), cobra.ShellCompDirectiveNoFileComp
-	}
+		return topics.Names(), err
+	})
 }
 
 // parseKeyValues parses repeated key=value flags.
