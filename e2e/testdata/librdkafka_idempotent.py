@@ -42,6 +42,9 @@ producer = Producer({
     "enable.idempotence": True,
     "acks": "all",
     "linger.ms": 5,
+    # Small batches, so that the records take hundreds of produce requests
+    # rather than a few dozen.
+    "batch.num.messages": 25,
     "retry.backoff.ms": 10,
     "reconnect.backoff.ms": 10,
     "reconnect.backoff.max.ms": 100,
