@@ -66,10 +66,13 @@ func (b *Broker) handleFetch(ctx context.Context, _ *wire.Conn, req *wire.Reques
 			for _, p := range parts {
 				p.Watch(wake)
 			}
-			// Read again: data may have arrived before the watch.
-			res = b.fetchOnce(r)
-			if res.done(r) {
-				return b.countFetch(res)
+			// Read again if data arrived before the watch: any high
+			// watermark that moved since the last pass.
+			if res.moved() {
+				res = b.fetchOnce(r)
+				if res.done(r) {
+					return b.countFetch(res)
+				}
 			}
 			select {
 			case <-wake:
@@ -90,10 +93,22 @@ type fetchResult struct {
 	bytes    int64
 	errors   bool
 	parts    []*replica.Partition // the partitions read, to watch
+	hws      []int64              // their high watermarks when read
 	// bytesOut and failed count per topic, for the metrics of the pass
 	// that is answered.
 	bytesOut map[string]int64
 	failed   map[string]int
+}
+
+// moved reports whether any partition's high watermark moved since the
+// pass read it.
+func (f *fetchResult) moved() bool {
+	for i, p := range f.parts {
+		if p.HighWatermark() != f.hws[i] {
+			return true
+		}
+	}
+	return false
 }
 
 // countFetch records the metrics of the answered pass and returns its
@@ -144,6 +159,7 @@ func (b *Broker) fetchOnce(r *kmsg.FetchRequest) fetchResult {
 			}
 			if err == nil {
 				res.parts = append(res.parts, p)
+				res.hws = append(res.hws, p.HighWatermark())
 				var splice *wire.Splice
 				splice, err = b.readPartition(p, rp, sp, min(remaining, int64(rp.PartitionMaxBytes)), minOneBatch)
 				if splice != nil {
