@@ -159,7 +159,7 @@ func TestFetchMaxBytes(t *testing.T) {
 	b := startBroker(t, nil)
 	adm := newAdmin(t, b.Addr())
 	createTopic(t, adm, "big", 2, nil)
-	cl := newClient(t, b.Addr(), kgo.ProducerLinger(0), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	cl := newClient(t, b.Addr(), kgo.ProducerLinger(0), kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	ctx := testContext(t)
 	value := make([]byte, 10_000)
 	for i := 0; i < 10; i++ {
