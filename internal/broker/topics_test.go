@@ -95,7 +95,7 @@ func TestTopicLifecycle(t *testing.T) {
 	}
 
 	// Records go to the new partitions too.
-	cl := newClient(t, b.Addr())
+	cl := newClient(t, b.Addr(), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	for p := int32(0); p < 8; p++ {
 		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "orders-created", Partition: p, Value: []byte("x")}).FirstErr(); err != nil {
 			t.Fatalf("partition %d: %v", p, err)
