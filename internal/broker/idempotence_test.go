@@ -2,13 +2,92 @@ package broker
 
 import (
 	"context"
+	"encoding/binary"
 	"math/rand/v2"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-io/strata/internal/record"
 )
+
+// idempotentBatch builds an uncompressed batch of n records from producer
+// id at epoch 0 starting at sequence seq, timestamped ts.
+func idempotentBatch(n int, id int64, seq int32, ts int64) []byte {
+	recs := make([]record.Rec, n)
+	for i := range recs {
+		recs[i] = record.Rec{Value: []byte("v"), Timestamp: ts}
+	}
+	b := record.Build(nil, recs)
+	binary.BigEndian.PutUint64(b[43:], uint64(id))  // producerId
+	binary.BigEndian.PutUint16(b[51:], 0)           // producerEpoch
+	binary.BigEndian.PutUint32(b[53:], uint32(seq)) // baseSequence
+	binary.BigEndian.PutUint32(b[17:], record.Checksum(b))
+	return b
+}
+
+// produceRaw sends one batch to partition 0 of topic with acks=all
+// (Produce v8) and returns the partition's response.
+func produceRaw(t *testing.T, addr, topic string, batch []byte) kmsg.ProduceResponseTopicPartition {
+	t.Helper()
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis = 8, -1, 10_000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = batch
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return rawRequest(t, addr, req).(*kmsg.ProduceResponse).Topics[0].Partitions[0]
+}
+
+// TestIdempotentRetryAnsweredAsOriginal retries batches of an idempotent
+// producer, the latest and an older one of the five a partition remembers,
+// on a LogAppendTime topic, before and after a restart: each retry is
+// answered as its original append was, with its base offset and its
+// log-append time, and appends nothing.
+func TestIdempotentRetryAnsweredAsOriginal(t *testing.T) {
+	b := startBroker(t, nil)
+	logAppendTime := "LogAppendTime"
+	createTopic(t, newAdmin(t, b.Addr()), "appendtime", 1, map[string]*string{"message.timestamp.type": &logAppendTime})
+	init := rawRequest(t, b.Addr(), kmsg.NewPtrInitProducerIDRequest()).(*kmsg.InitProducerIDResponse)
+	if init.ErrorCode != 0 {
+		t.Fatalf("InitProducerId: error %d", init.ErrorCode)
+	}
+	// Client timestamps far in the past, so that no log-append time can
+	// be mistaken for them.
+	const createTime = 1_000_000
+	var batches [][]byte
+	var firsts []kmsg.ProduceResponseTopicPartition
+	for i := range 4 {
+		batch := idempotentBatch(3, init.ProducerID, int32(3*i), createTime)
+		batches = append(batches, batch)
+		resp := produceRaw(t, b.Addr(), "appendtime", batch)
+		if resp.ErrorCode != 0 || resp.BaseOffset != int64(3*i) || resp.LogAppendTime <= createTime {
+			t.Fatalf("batch %d answered %+v", i, resp)
+		}
+		firsts = append(firsts, resp)
+	}
+	for _, restarted := range []bool{false, true} {
+		if restarted {
+			b.restart(t) // state from the shutdown snapshot
+		}
+		for _, i := range []int{3, 1} {
+			retry := produceRaw(t, b.Addr(), "appendtime", batches[i])
+			if retry.ErrorCode != 0 || retry.BaseOffset != firsts[i].BaseOffset || retry.LogAppendTime != firsts[i].LogAppendTime {
+				t.Fatalf("restarted=%v: retry of batch %d answered offset %d, log-append time %d, error %d; the original %d, %d",
+					restarted, i, retry.BaseOffset, retry.LogAppendTime, retry.ErrorCode, firsts[i].BaseOffset, firsts[i].LogAppendTime)
+			}
+		}
+		p, _ := b.partition("appendtime", 0)
+		if end := p.Log().LogEndOffset(); end != 12 {
+			t.Fatalf("restarted=%v: log end offset %d after retries, want 12", restarted, end)
+		}
+	}
+}
 
 // BenchmarkProduceIdempotence measures franz-go producing 100-byte records
 // to four partitions of one broker two ways, side by side: non-idempotent

@@ -21,8 +21,9 @@
 //	for each batch h in the request's records, in order:
 //		dup, err := a.Check(h)   // every batch, with or without a producer id
 //		err != nil → answer the partition ErrorCode(err); append nothing
-//	dup != nil   → answer the partition with dup.FirstOffset (and, as Kafka,
-//	               LogAppendTime dup.Timestamp); append nothing
+//	dup != nil   → answer the partition with dup.FirstOffset (and, on
+//	               LogAppendTime topics, LogAppendTime dup.Timestamp; Kafka
+//	               sends it on CreateTime topics too); append nothing
 //	otherwise    → append the records; on success a.Commit(baseOffset),
 //	               on failure simply do not commit (the next Begin discards)
 //

@@ -237,8 +237,18 @@ func (p *Partition) AppendAsLeader(records []byte, requiredAcks int16) (AppendRe
 		if err != nil {
 			return AppendResult{}, err
 		}
+		// A retry is answered as the original append was, with its
+		// log-append time on LogAppendTime topics (the cached timestamp
+		// is the one stored, the append time there). Kafka answers the
+		// cached timestamp on CreateTime topics too, where clients would
+		// take it for the record's timestamp; Strata answers -1 there, as
+		// it does for a first append.
+		dupTime := int64(-1)
+		if s.LogAppendTime {
+			dupTime = dup.Timestamp
+		}
 		return AppendResult{Duplicate: true, AppendInfo: storage.AppendInfo{
-			FirstOffset: dup.FirstOffset, LastOffset: dup.LastOffset(), LogAppendTime: -1,
+			FirstOffset: dup.FirstOffset, LastOffset: dup.LastOffset(), LogAppendTime: dupTime,
 		}}, nil
 	}
 	info, err := p.log.Append(records, opts)
