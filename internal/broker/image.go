@@ -16,7 +16,10 @@ import (
 func (b *Broker) applyImage(old, img *metadata.Image) {
 	b.imageMu.Lock()
 	defer b.imageMu.Unlock()
-	b.image.Store(img)
+	// Handlers see the new image only once this node acts on it: a client
+	// told "this node coordinates your group" or "leads that partition"
+	// must find the coordinator loaded and the partition open.
+	defer b.image.Store(img)
 
 	// Topics removed, or replaced by a topic of the same name and a new id.
 	for id, t := range old.TopicsByID {
