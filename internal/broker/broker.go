@@ -130,9 +130,11 @@ func New(opts Options) (*Broker, error) {
 	}
 	start := time.Now()
 	b.logs, err = storage.OpenManager(b.fs, b.dir, storage.ManagerOptions{
-		Logger:  b.logger,
-		Now:     b.now,
-		Default: b.storageConfig(cfg.TopicDefaults()),
+		Logger:                 b.logger,
+		Now:                    b.now,
+		Default:                b.storageConfig(cfg.TopicDefaults()),
+		RetentionCheckInterval: time.Duration(cfg.Int("log.retention.check.interval.ms")) * time.Millisecond,
+		CheckpointInterval:     time.Duration(cfg.Int("log.flush.offset.checkpoint.interval.ms")) * time.Millisecond,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("broker: opening %s: %w", b.dir, err)
@@ -229,7 +231,8 @@ func (b *Broker) ClusterID() string { return b.image.Load().ClusterID }
 func (b *Broker) NodeID() int32 { return b.nodeID }
 
 // Start serves the Kafka listener and the admin HTTP listener, and runs
-// background work (retention, checkpoints) until Close.
+// background work (retention, flush.ms, checkpoints, producer expiry)
+// until Close.
 func (b *Broker) Start() error {
 	if addr := b.cfg.String("strata.admin.listener"); addr != "" {
 		admin, err := metrics.StartAdmin(addr, b.metrics, metrics.Health{Live: b.live, Ready: b.ready}, b.logger)
@@ -249,6 +252,7 @@ func (b *Broker) Start() error {
 		defer b.wg.Done()
 		b.housekeeping()
 	}()
+	b.logs.Start()
 	b.logger.Info("broker started", "node.id", b.nodeID, "cluster.id", b.ClusterID(), "listener", b.listener.Addr().String(), "advertised", b.Addr(), "log.dir", b.dir, "admin", b.AdminAddr())
 	return nil
 }
@@ -285,31 +289,17 @@ func (b *Broker) ready() error {
 	return b.live()
 }
 
-// housekeeping runs retention and recovery-point checkpoints on their
-// intervals.
+// housekeeping forgets idle producers until Close. Retention, flush.ms
+// and checkpoints run in the storage manager's own loop.
 func (b *Broker) housekeeping() {
-	retention := time.NewTicker(time.Duration(b.cfg.Int("log.retention.check.interval.ms")) * time.Millisecond)
-	defer retention.Stop()
-	ckptEvery := time.Duration(b.cfg.Int("log.flush.offset.checkpoint.interval.ms")) * time.Millisecond
-	if ckptEvery <= 0 {
-		ckptEvery = time.Minute
-	}
-	checkpoint := time.NewTicker(ckptEvery)
-	defer checkpoint.Stop()
 	expire := time.NewTicker(producerExpirationCheckInterval)
 	defer expire.Stop()
 	for {
 		select {
 		case <-b.ctx.Done():
 			return
-		case <-retention.C:
-			b.logs.EnforceRetention(b.now())
 		case <-expire.C:
 			b.expireProducers()
-		case <-checkpoint.C:
-			if err := b.logs.CheckpointRecoveryPoints(); err != nil {
-				b.logger.Error("writing recovery-point checkpoint", "err", err)
-			}
 		}
 	}
 }

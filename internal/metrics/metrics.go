@@ -43,9 +43,6 @@ type Broker struct {
 	// IsrExpandsPerSec.
 	IsrShrinks prometheus.Counter
 	IsrExpands prometheus.Counter
-
-	// SegmentsRolled and SegmentsDeleted count log segment lifecycle.
-	SegmentsDeleted prometheus.Counter
 }
 
 // New returns a broker's metrics, registered with a new registry together
@@ -81,15 +78,13 @@ func New(state prometheus.Collector) *Broker {
 			Help: "Times a partition's in-sync replica set shrank (Kafka: IsrShrinksPerSec)."}),
 		IsrExpands: prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_isr_expands_total",
 			Help: "Times a partition's in-sync replica set grew (Kafka: IsrExpandsPerSec)."}),
-		SegmentsDeleted: prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_log_segments_deleted_total",
-			Help: "Log segments deleted by retention or DeleteRecords."}),
 	}
 	m.Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.MessagesIn, m.BytesIn, m.BytesOut, m.FailedProduceRequests, m.FailedFetchRequests,
 		m.Requests, m.RequestErrors, m.RequestDuration, m.RequestBytes, m.ResponseBytes,
-		m.IsrShrinks, m.IsrExpands, m.SegmentsDeleted,
+		m.IsrShrinks, m.IsrExpands,
 	)
 	if state != nil {
 		m.Registry.MustRegister(state)
