@@ -45,6 +45,7 @@ type process struct {
 	dir  string
 	addr string
 	args []string
+	env  []string // added to the test's environment
 	cmd  *exec.Cmd
 	logs *syncBuffer
 }
@@ -102,6 +103,9 @@ func (p *process) startIn(dir string) {
 	p.logs = &syncBuffer{}
 	p.cmd = exec.Command(binary, p.args...)
 	p.cmd.Dir = dir
+	if p.env != nil {
+		p.cmd.Env = append(os.Environ(), p.env...)
+	}
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
 	if err := p.cmd.Start(); err != nil {
 		p.t.Fatal(err)

@@ -56,9 +56,19 @@ func TestREADMETour(t *testing.T) {
 	if len(blocks) < 3 {
 		t.Fatalf("the tour has %d shell blocks, want the server, the CLI and kcat", len(blocks))
 	}
-	if c, err := net.DialTimeout("tcp", "127.0.0.1:9092", 200*time.Millisecond); err == nil {
+	// The tour's broker takes 127.0.0.1:9092. A reader who followed the
+	// README has one running there already; then this broker moves to a
+	// free port, set the way a user would (environment), and the tour's
+	// commands are pointed at it.
+	addr, env := "127.0.0.1:9092", []string(nil)
+	if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
 		c.Close()
-		t.Fatal("something already listens on 127.0.0.1:9092, where the tour's zero-configuration broker must start")
+		addr = "127.0.0.1:" + freePort(t)
+		env = []string{"STRATA_LISTENERS=PLAINTEXT://" + addr, "STRATA_BROKERS=" + addr, "STRATA_STRATA_ADMIN_LISTENER=127.0.0.1:0"}
+		t.Logf("127.0.0.1:9092 is taken; running the tour on %s", addr)
+	} else if c, err := net.DialTimeout("tcp", "127.0.0.1:9644", 200*time.Millisecond); err == nil {
+		c.Close()
+		env = []string{"STRATA_STRATA_ADMIN_LISTENER=127.0.0.1:0"}
 	}
 	dir := t.TempDir()
 	if err := os.Link(binary, filepath.Join(dir, "strata")); err != nil {
@@ -80,7 +90,7 @@ func TestREADMETour(t *testing.T) {
 	if serve != "./strata serve" {
 		t.Fatalf("the tour starts the broker with %q, want ./strata serve with no configuration", serve)
 	}
-	p := &process{t: t, dir: dir, addr: "127.0.0.1:9092", args: []string{"serve"}}
+	p := &process{t: t, dir: dir, addr: addr, args: []string{"serve"}, env: env}
 	p.startIn(dir)
 	t.Cleanup(p.kill)
 	// The listener accepts connections a moment before start-up ends.
@@ -100,8 +110,9 @@ func TestREADMETour(t *testing.T) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, "bash", "-c", line)
+		cmd := exec.CommandContext(ctx, "bash", "-c", strings.ReplaceAll(line, "127.0.0.1:9092", addr))
 		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), env...)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("%s: %v\n%s\nbroker log:\n%s", line, err, out, p.logs)
