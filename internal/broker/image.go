@@ -65,7 +65,7 @@ func (b *Broker) applyPartition(t *metadata.Topic, index int32, p, old *metadata
 			b.logger.Error("opening partition", "topic", t.Name, "partition", index, "err", err)
 			return
 		}
-		r, err = replica.New(t.Name, index, log, b.nodeID, replicaSettings(values), b.now)
+		r, err = replica.New(t.Name, index, log, b.nodeID, replicaSettings(values), b.now, b.logger)
 		if err != nil {
 			b.logger.Error("opening partition", "topic", t.Name, "partition", index, "err", err)
 			return

@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,6 +45,7 @@ type Partition struct {
 	nodeID   int32
 	settings atomic.Pointer[Settings]
 	now      func() time.Time
+	logger   *slog.Logger
 	appendMu sync.Mutex // serializes appends, so offsets and producer state advance together
 	// producers is the idempotent producers' state; appendMu guards it.
 	producers *producer.PartitionState
@@ -61,8 +63,8 @@ type Partition struct {
 // New returns a replica over log, with the idempotent producers' state
 // rebuilt from the latest snapshot and the batches after it. It is not
 // leader until BecomeLeader.
-func New(topic string, index int32, log *storage.Log, nodeID int32, s Settings, now func() time.Time) (*Partition, error) {
-	p := &Partition{Topic: topic, Index: index, log: log, nodeID: nodeID, now: now,
+func New(topic string, index int32, log *storage.Log, nodeID int32, s Settings, now func() time.Time, logger *slog.Logger) (*Partition, error) {
+	p := &Partition{Topic: topic, Index: index, log: log, nodeID: nodeID, now: now, logger: logger,
 		watchers: map[chan<- struct{}]struct{}{}, producers: producer.NewPartitionState()}
 	p.settings.Store(&s)
 	if err := p.rebuildProducers(); err != nil {
@@ -256,16 +258,23 @@ func (p *Partition) AppendAsLeader(records []byte, requiredAcks int16) (AppendRe
 		p.appendMu.Unlock()
 		return AppendResult{}, err
 	}
+	var snapshot []byte
 	if info.RolledTo >= 0 {
 		// The state before this append is the state at the new segment's
 		// base offset.
-		if err := p.log.WriteSnapshot(info.RolledTo, p.producers.Snapshot()); err != nil {
-			p.appendMu.Unlock()
-			return AppendResult{}, err
-		}
+		snapshot = p.producers.Snapshot()
 	}
+	// The records are in the log: the state must follow them whatever
+	// happens to the snapshot, or a retry would be appended twice.
 	txn.Commit(info.FirstOffset)
 	p.appendMu.Unlock()
+	if snapshot != nil {
+		// Written (and fsynced) outside the lock. A snapshot only spares
+		// recovery a scan; without it the state is rebuilt from the log.
+		if err := p.log.WriteSnapshot(info.RolledTo, snapshot); err != nil {
+			p.logger.Warn("writing producer snapshot", "topic", p.Topic, "partition", p.Index, "offset", info.RolledTo, "err", err)
+		}
+	}
 	if !s.SyncEveryAppend {
 		p.advanceHighWatermark(info.LastOffset + 1)
 	}

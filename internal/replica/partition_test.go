@@ -29,7 +29,7 @@ func openLog(t *testing.T, dir string) *storage.Log {
 
 func newLeader(t *testing.T, l *storage.Log, s Settings) *Partition {
 	t.Helper()
-	p, err := New("orders", 0, l, 1, s, time.Now)
+	p, err := New("orders", 0, l, 1, s, time.Now, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestLeaderAppendAdvancesHighWatermarkAndWakesWatchers(t *testing.T) {
 
 func TestAppendRefusals(t *testing.T) {
 	l := openLog(t, t.TempDir())
-	follower, err := New("orders", 0, l, 1, Settings{MinInsyncReplicas: 1}, time.Now)
+	follower, err := New("orders", 0, l, 1, Settings{MinInsyncReplicas: 1}, time.Now, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,4 +153,34 @@ func TestProducerStateSurvivesReopen(t *testing.T) {
 		}
 	}
 	l.Close()
+}
+
+// TestSnapshotFailureAtRollKeepsProducerState fails the producer snapshot
+// written when a segment rolls: the append still stands, and a retry of
+// it is answered as a duplicate, not written twice.
+func TestSnapshotFailureAtRollKeepsProducerState(t *testing.T) {
+	fs := vfs.NewErrorFS(vfs.Default, vfs.Fault{Op: vfs.OpCreate, Path: ".snapshot"})
+	cfg := storage.DefaultConfig()
+	cfg.SegmentBytes = 1024
+	l, err := storage.OpenLog(fs, filepath.Join(t.TempDir(), "orders-0"), cfg, storage.LogOptions{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	p := newLeader(t, l, Settings{MinInsyncReplicas: 1})
+	var seq int32
+	for l.NumSegments() < 3 {
+		if _, err := p.AppendAsLeader(batch(10, 7, seq), -1); err != nil {
+			t.Fatalf("append at sequence %d: %v", seq, err)
+		}
+		seq += 10
+	}
+	if fs.Fired() == 0 {
+		t.Fatal("no snapshot write was attempted at the rolls")
+	}
+	end := l.LogEndOffset()
+	res, err := p.AppendAsLeader(batch(10, 7, seq-10), -1)
+	if err != nil || !res.Duplicate || l.LogEndOffset() != end {
+		t.Fatalf("retry of the last batch: %+v, %v; log end %d, was %d", res, err, l.LogEndOffset(), end)
+	}
 }
