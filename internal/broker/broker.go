@@ -74,10 +74,11 @@ type Broker struct {
 	partitionsMu sync.RWMutex
 	partitions   map[tp]*replica.Partition
 
-	producerIDs *producer.IDAllocator
-	groups      *group.Coordinator
-	metrics     *metrics.Broker
-	admin       *metrics.AdminServer
+	producerIDs   *producer.IDAllocator
+	fetchSessions *fetchSessions
+	groups        *group.Coordinator
+	metrics       *metrics.Broker
+	admin         *metrics.AdminServer
 
 	listener   net.Listener
 	advertised config.Listener
@@ -120,6 +121,7 @@ func New(opts Options) (*Broker, error) {
 	b.stopping, b.stopWaiting = context.WithCancel(context.Background())
 	b.versions = supportedVersions()
 	b.metrics = metrics.New(stateCollector{b})
+	b.fetchSessions = newFetchSessions(int(cfg.Int("max.incremental.fetch.session.cache.slots")))
 
 	listeners, err := config.ParseListeners(cfg.List("listeners"))
 	if err != nil {

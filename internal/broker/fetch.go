@@ -26,9 +26,10 @@ import (
 // read_uncommitted.
 // * MinBytes/MaxWaitMillis long-poll: the response waits, deferred, until
 // enough bytes are committed on any fetched partition or the wait ends.
-// * Fetch sessions (KIP-227) are declined: a request asking for a session
-// gets session id 0 and the client goes on with full fetches; an
-// incremental fetch on an id we never gave is FETCH_SESSION_ID_NOT_FOUND.
+// * Incremental fetch sessions (KIP-227, fetchsession.go): after the first
+// request, requests name only changed partitions and responses carry only
+// partitions with news. A full session cache declines new sessions
+// (session id 0); the client then fetches in full.
 // * Per-partition and per-response max bytes are honoured, with KIP-74's
 // rule that the first partition with data returns at least one batch.
 // * Follower fetches (replica id >= 0) are not served yet: replication is
@@ -38,18 +39,55 @@ func init() { register(1, 4, 16, (*Broker).handleFetch) }
 func (b *Broker) handleFetch(ctx context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
 	r := req.Body.(*kmsg.FetchRequest)
 	if r.ReplicaID >= 0 || r.ReplicaState.ID >= 0 {
-		resp := r.ResponseKind().(*kmsg.FetchResponse)
-		resp.ErrorCode = kerr.UnknownServerError.Code
-		return respond(resp)
+		return respond(sessionError(r, kerr.UnknownServerError))
 	}
-	if r.SessionID != 0 {
-		resp := r.ResponseKind().(*kmsg.FetchResponse)
-		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
-		return respond(resp)
+	// Resolve the session (KIP-227): fr is the full fetch to run.
+	var session *fetchSession
+	full := true
+	switch {
+	case r.SessionEpoch == -1: // a full fetch outside any session
+		if r.SessionID != 0 {
+			b.fetchSessions.remove(r.SessionID)
+		}
+	case r.SessionEpoch == 0: // a full fetch that starts a session
+		if r.SessionID != 0 {
+			b.fetchSessions.remove(r.SessionID)
+		}
+		if session = b.fetchSessions.create(b.now(), r.Version); session != nil {
+			session.mu.Lock()
+			session.update(r)
+		}
+	case r.SessionID == 0:
+		return respond(sessionError(r, kerr.InvalidFetchSessionEpoch))
+	default: // an incremental fetch
+		if session = b.fetchSessions.get(r.SessionID, b.now()); session == nil {
+			return respond(sessionError(r, kerr.FetchSessionIDNotFound))
+		}
+		session.mu.Lock()
+		if r.SessionEpoch != session.epoch || r.Version != session.version {
+			session.mu.Unlock()
+			return respond(sessionError(r, kerr.InvalidFetchSessionEpoch))
+		}
+		session.nextEpoch()
+		session.update(r)
+		full = false
 	}
-	res := b.fetchOnce(r)
-	if res.done(r) {
+	fr := r
+	if session != nil {
+		fr = session.request(r)
+	}
+	// finish answers one pass and releases the session.
+	finish := func(res fetchResult) wire.Response {
+		if session != nil {
+			session.trim(res.response.Body.(*kmsg.FetchResponse), full)
+			session.mu.Unlock()
+		}
 		return b.countFetch(res)
+	}
+
+	res := b.fetchOnce(fr)
+	if res.done(fr) {
+		return finish(res)
 	}
 	wait := time.Duration(r.MaxWaitMillis) * time.Millisecond
 	return wire.Response{Deferred: func() wire.Response {
@@ -69,19 +107,19 @@ func (b *Broker) handleFetch(ctx context.Context, _ *wire.Conn, req *wire.Reques
 			// Read again if data arrived before the watch: any high
 			// watermark that moved since the last pass.
 			if res.moved() {
-				res = b.fetchOnce(r)
-				if res.done(r) {
-					return b.countFetch(res)
+				res = b.fetchOnce(fr)
+				if res.done(fr) {
+					return finish(res)
 				}
 			}
 			select {
 			case <-wake:
 			case <-timer.C:
-				return b.countFetch(res)
+				return finish(res)
 			case <-ctx.Done():
-				return b.countFetch(res)
+				return finish(res)
 			case <-b.stopping.Done():
-				return b.countFetch(res)
+				return finish(res)
 			}
 		}
 	}}
