@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"path/filepath"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/sys/unix"
@@ -21,6 +22,9 @@ func (b *Broker) handleDescribeLogDirs(_ context.Context, _ *wire.Conn, req *wir
 	resp := r.ResponseKind().(*kmsg.DescribeLogDirsResponse)
 	dir := kmsg.NewDescribeLogDirsResponseDir()
 	dir.Dir = b.dir
+	if abs, err := filepath.Abs(b.dir); err == nil {
+		dir.Dir = abs // as Kafka reports it, whatever the working directory
+	}
 	var st unix.Statfs_t
 	if err := unix.Statfs(b.dir, &st); err == nil {
 		dir.TotalBytes = int64(st.Blocks) * st.Bsize
