@@ -89,7 +89,7 @@ func (b *Broker) handleProduce(ctx context.Context, _ *wire.Conn, req *wire.Requ
 		b.flushInBackground(pending)
 		return wire.Response{NoResponse: true}
 	}
-	if len(pending) == 0 {
+	if committed(pending) {
 		return respond(resp)
 	}
 	timeout := time.Duration(r.TimeoutMillis) * time.Millisecond
@@ -106,6 +106,18 @@ func (b *Broker) handleProduce(ctx context.Context, _ *wire.Conn, req *wire.Requ
 		}
 		return respond(resp)
 	}}
+}
+
+// committed reports whether nothing is left to wait for: every append is
+// below its partition's high watermark already (as on a single node
+// without flush.messages=1), so the answer need not be deferred.
+func committed(pending []pendingAppend) bool {
+	for _, pa := range pending {
+		if pa.part.SyncEveryAppend() || pa.part.HighWatermark() < pa.end {
+			return false
+		}
+	}
+	return true
 }
 
 // producePartition finds the local leader replica a produce names.
