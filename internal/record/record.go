@@ -69,6 +69,11 @@ const (
 	TimestampTypeLogAppend = 0x08
 	AttrTransactional      = 0x10
 	AttrControl            = 0x20
+	// AttrDeleteHorizon (KIP-534) is set by the log cleaner on a batch
+	// whose tombstones it kept: the base timestamp then holds the delete
+	// horizon, the time after which they may be removed, and the records'
+	// timestamp deltas are relative to it.
+	AttrDeleteHorizon = 0x40
 )
 
 // Compression codecs, as in the attributes' low three bits.
@@ -137,6 +142,10 @@ func (h *Header) IsTransactional() bool { return h.Attributes&AttrTransactional 
 
 // IsControl reports the control attribute (transaction markers).
 func (h *Header) IsControl() bool { return h.Attributes&AttrControl != 0 }
+
+// HasDeleteHorizon reports the delete-horizon attribute: BaseTimestamp is
+// the time after which the log cleaner may remove the batch's tombstones.
+func (h *Header) HasDeleteHorizon() bool { return h.Attributes&AttrDeleteHorizon != 0 }
 
 // HasProducerID reports whether the batch was written by an idempotent or
 // transactional producer.
@@ -215,8 +224,10 @@ func Validate(b []byte, maxSize int) (Header, error) {
 	}
 	// Control batches and compacted batches may hold fewer records than
 	// their offset span, but never more; a produced batch holds exactly one
-	// record per offset.
-	if h.NumRecords == 0 && !h.IsControl() || int64(h.NumRecords) > int64(h.LastOffsetDelta)+1 {
+	// record per offset. A compacted batch may hold none: the log cleaner
+	// keeps the header of an emptied batch where its offsets or producer
+	// sequence must stay visible (KAFKA-5443), as Kafka's does.
+	if h.NumRecords < 0 || int64(h.NumRecords) > int64(h.LastOffsetDelta)+1 {
 		return h, fmt.Errorf("%w: %d records, last offset delta %d", ErrRecordCount, h.NumRecords, h.LastOffsetDelta)
 	}
 	return h, nil
