@@ -44,7 +44,9 @@ type AppendInfo struct {
 // Append per log.
 //
 // Every batch is checked first (record.ValidateProduced when assigning
-// offsets, record.Validate otherwise; its size against max.message.bytes);
+// offsets, record.Validate otherwise; its size against max.message.bytes;
+// on a compacted log, a leader's records must all have keys, else
+// ErrNullKey);
 // on any error nothing is written and batches is not modified. Otherwise
 // the batches are edited in place (offsets, epoch, log-append time) and
 // written without re-encoding, after a roll if the active segment is full
@@ -86,6 +88,11 @@ func (l *Log) Append(batches []byte, opts AppendOptions) (AppendInfo, error) {
 		}
 		if size := h.Size(); cfg.MaxMessageBytes > 0 && size > cfg.MaxMessageBytes {
 			return info, fmt.Errorf("%w: batch of %d bytes exceeds max.message.bytes %d", ErrMessageTooLarge, size, cfg.MaxMessageBytes)
+		}
+		if opts.AssignOffsets && cfg.Compact && !h.IsControl() {
+			if err := checkKeys(b[:h.Size()], &h); err != nil {
+				return info, fmt.Errorf("batch %d of %s: %w", i, l, err)
+			}
 		}
 		if opts.AssignOffsets {
 			h.BaseOffset = next

@@ -15,6 +15,7 @@ import (
 const (
 	RecoveryPointCheckpointFile  = "recovery-point-offset-checkpoint"
 	LogStartOffsetCheckpointFile = "log-start-offset-checkpoint"
+	CleanerOffsetCheckpointFile  = "cleaner-offset-checkpoint"
 	CleanShutdownFile            = ".kafka_cleanshutdown"
 	LeaderEpochCheckpointFile    = "leader-epoch-checkpoint"
 )

@@ -42,6 +42,26 @@ type Config struct {
 	// MaxMessageBytes is max.message.bytes (default 1048588): the largest
 	// batch Append accepts.
 	MaxMessageBytes int
+
+	// Delete is cleanup.policy containing "delete" (default "delete"):
+	// retention.ms and retention.bytes apply. Without it, segments are
+	// deleted only below the log start offset.
+	Delete bool
+	// Compact is cleanup.policy containing "compact" (default false): the
+	// log cleaner keeps the latest record of each key (see Clean), and
+	// Append refuses records without a key from a leader.
+	Compact bool
+	// MinCleanableDirtyRatio is min.cleanable.dirty.ratio (default 0.5):
+	// a compacted log is cleaned once this share of its cleanable bytes
+	// was written since the last cleaning.
+	MinCleanableDirtyRatio float64
+	// DeleteRetentionMs is delete.retention.ms (default 86400000): how
+	// long a tombstone is kept after the cleaning that first kept it, so a
+	// consumer reading from the start has time to see it.
+	DeleteRetentionMs int64
+	// MinCompactionLagMs is min.compaction.lag.ms (default 0): a segment
+	// holding a batch younger than this is not cleaned, nor any after it.
+	MinCompactionLagMs int64
 }
 
 // DefaultConfig returns Kafka's defaults.
@@ -57,6 +77,10 @@ func DefaultConfig() Config {
 		FlushMs:            math.MaxInt64,
 		FileDeleteDelayMs:  60000,
 		MaxMessageBytes:    1048588,
+
+		Delete:                 true,
+		MinCleanableDirtyRatio: 0.5,
+		DeleteRetentionMs:      24 * 3600 * 1000,
 	}
 }
 
@@ -80,6 +104,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("storage: file.delete.delay.ms %d must not be negative", c.FileDeleteDelayMs)
 	case c.MaxMessageBytes < 0:
 		return fmt.Errorf("storage: max.message.bytes %d must not be negative", c.MaxMessageBytes)
+	case !(c.MinCleanableDirtyRatio >= 0 && c.MinCleanableDirtyRatio <= 1):
+		return fmt.Errorf("storage: min.cleanable.dirty.ratio %v out of range [0, 1]", c.MinCleanableDirtyRatio)
+	case c.DeleteRetentionMs < 0:
+		return fmt.Errorf("storage: delete.retention.ms %d must not be negative", c.DeleteRetentionMs)
+	case c.MinCompactionLagMs < 0:
+		return fmt.Errorf("storage: min.compaction.lag.ms %d must not be negative", c.MinCompactionLagMs)
 	}
 	return nil
 }

@@ -14,6 +14,7 @@
 //	<data dir>/
 //	    recovery-point-offset-checkpoint   flushed offset per partition
 //	    log-start-offset-checkpoint        log start offset per partition
+//	    cleaner-offset-checkpoint          where compaction reached, per compacted partition
 //	    .kafka_cleanshutdown               present only after a clean Close
 //	    <topic>-<partition>/               topic names may contain '-': split on the last one
 //	        00000000000000000000.log       segment: batches with offsets [0, 368)
@@ -27,9 +28,13 @@
 //	    <topic>-<partition>.<32 hex>-delete/  a deleted partition, removed after file.delete.delay.ms
 //
 // Segment files are named by their base offset, the offset of their first
-// batch, as %020d. A file being deleted is renamed with a ".deleted" suffix
-// and removed after file.delete.delay.ms; checkpoint files are written as
-// "<name>.tmp", synced, renamed over the old file and the directory synced.
+// batch (or, after compaction, at most it), as %020d. A file being deleted
+// is renamed with a ".deleted" suffix and removed after
+// file.delete.delay.ms; checkpoint files are written as "<name>.tmp",
+// synced, renamed over the old file and the directory synced. The log
+// cleaner writes a segment as "<file>.cleaned" and commits it by renaming
+// it "<file>.swap" (see cleaner_swap.go); opening a log removes .cleaned
+// files and finishes the swaps of .swap ones.
 //
 // # Log segment (.log)
 //
@@ -41,10 +46,13 @@
 //	+-------------------+-------------------+-----+
 //
 // Base offsets increase; a batch's offsets are [base, base+lastOffsetDelta].
-// A follower may store gaps between batches (a compacted leader's log). A
+// A compacted log (and a follower of one) has gaps between batches, and
+// batches holding fewer records than offsets, or none (a header alone). A
 // segment rolls to a new one based at the log end offset, or at the first
 // appended batch when its offsets cannot be indexed relative to the log end;
-// recovery relies on that to tell a lost segment tail from a gap.
+// recovery relies on that to tell a lost segment tail from a gap, and the
+// cleaner keeps it true by keeping the last batch of every segment it
+// writes, emptied if need be.
 //
 // # Offset index (.index)
 //
@@ -86,7 +94,8 @@
 // Kafka's text formats, lines ending in '\n':
 //
 //	recovery-point-offset-checkpoint,   leader-epoch-checkpoint:
-//	log-start-offset-checkpoint:
+//	log-start-offset-checkpoint,
+//	cleaner-offset-checkpoint:
 //	    0                 version          0            version
 //	    2                 entry count      2            entry count
 //	    orders 0 1200     topic part off   0 0          epoch start-offset
@@ -111,14 +120,26 @@
 // file, strictly increasing) and rebuilt if it fails. A failed write or fsync
 // takes the log offline: it returns ErrLogOffline from then on.
 //
+// # Compaction
+//
+// Logs with cleanup.policy=compact are cleaned as Kafka's log cleaner
+// cleans them: the latest record of each key is kept, offsets never change,
+// tombstones go delete.retention.ms after the cleaning that first kept them
+// (KIP-534's delete horizon), and a cleaned segment replaces the old ones
+// through a crash-safe swap. See cleaner.go and cleaner_swap.go; the
+// Manager runs the cleaner (CleanLogs) every log.cleaner.backoff.ms.
+//
 // # Concurrency and lock order
 //
 // A Log allows one appender at a time (callers serialize Append per
 // partition) and any number of concurrent readers and Flush callers. Locks,
 // always taken in this order:
 //
+//	Log.cleanMu    serializes cleanings; held across a cleaning's I/O, never
+//	               by anything else
 //	Log.appendMu   serializes mutations: Append, roll, truncation, retention,
-//	               DeleteRecordsBefore, epoch changes, Close
+//	               DeleteRecordsBefore, epoch changes, Close, and a cleaning's
+//	               swap of a cleaned segment into the list (never its I/O)
 //	Log.snapshotMu producer snapshot files (WriteSnapshot runs beside Append)
 //	Log.flushMu    serializes fsyncs; held by the Flush round's leader, and
 //	               by anything that removes segments (no fsync runs on a
@@ -136,6 +157,8 @@
 // readers load them without locks. Data below a segment's published size is
 // never rewritten except by truncation, which readers may race with (as in
 // Kafka, a region read concurrently with a truncation may come up short).
+// Cleaning never rewrites a file: it replaces whole segments, and readers
+// holding the old ones read them until file.delete.delay.ms has passed.
 //
 // Manager.mu guards the Manager's map of logs and is never held while a
 // Log's locks are taken, except Log.mu through read-only accessors.

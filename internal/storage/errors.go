@@ -30,6 +30,11 @@ var (
 	ErrLogOffline = errors.New("storage: log offline after I/O error")
 	// ErrClosed is returned by operations on a closed or deleted log.
 	ErrClosed = errors.New("storage: log closed")
+	// ErrNullKey is returned by a leader's Append to a compacted log
+	// (Config.Compact) for a batch holding a record without a key, which
+	// compaction could never replace or delete. Broker: INVALID_RECORD,
+	// as Kafka answers since KIP-467.
+	ErrNullKey = errors.New("storage: compacted topic cannot accept a record without a key")
 	// ErrNoSnapshot is returned by ReadSnapshot for an offset with no
 	// snapshot file.
 	ErrNoSnapshot = errors.New("storage: no such producer snapshot")

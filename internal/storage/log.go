@@ -36,6 +36,9 @@ type LogOptions struct {
 	// CleanShutdown says the data directory holds a clean-shutdown marker:
 	// segments are trusted without a scan (indexes are still checked).
 	CleanShutdown bool
+	// CleanerCheckpoint is from cleaner-offset-checkpoint: the offset the
+	// log cleaner has deduplicated up to (0 when absent).
+	CleanerCheckpoint int64
 }
 
 // Log is one partition's log. It is safe for concurrent use with one
@@ -50,6 +53,7 @@ type Log struct {
 	now       func() time.Time
 	cfg       atomic.Pointer[Config]
 
+	cleanMu    sync.Mutex // serializes cleanings; before appendMu, held across their I/O
 	appendMu   sync.Mutex
 	snapshotMu sync.Mutex // producer snapshot files; after appendMu, before flushMu
 	flushMu    sync.Mutex
@@ -77,6 +81,17 @@ type Log struct {
 	unflushedDir   atomic.Bool  // files were created in dir since its last sync
 	retentionBound atomic.Int64 // see SetRetentionBound
 	offline        atomic.Pointer[error]
+
+	// The log cleaner's state (see Clean). cleanerCheckpoint is the offset
+	// cleaning has deduplicated up to; truncations counts truncations, so
+	// a cleaning can tell that the segments it rewrote changed under it
+	// (both written under appendMu). deleteHorizon is the earliest delete
+	// horizon of the tombstones the last cleaning kept; uncleanable is set
+	// when a cleaning failed on the data itself.
+	cleanerCheckpoint atomic.Int64
+	truncations       atomic.Int64
+	deleteHorizon     atomic.Int64
+	uncleanable       atomic.Bool
 
 	deleteMu sync.Mutex
 	pending  map[*pendingDelete]struct{}
@@ -110,6 +125,8 @@ func OpenLog(fs vfs.FS, dir string, cfg Config, opts LogOptions) (*Log, error) {
 		pending: map[*pendingDelete]struct{}{}}
 	l.commitDone = sync.NewCond(&l.commitMu)
 	l.retentionBound.Store(math.MaxInt64)
+	l.cleanerCheckpoint.Store(max(opts.CleanerCheckpoint, 0))
+	l.deleteHorizon.Store(math.MaxInt64)
 	if l.logger == nil {
 		l.logger = slog.Default()
 	}

@@ -47,6 +47,22 @@ type ManagerOptions struct {
 	// Skip, when set, names directories of the data dir that are not
 	// partition logs of this Manager (a metadata log kept elsewhere).
 	Skip func(dirName string) bool
+
+	// DisableCleaner is log.cleaner.enable=false (default true): Start
+	// runs no log cleaner and compacted logs grow like any other.
+	DisableCleaner bool
+	// CleanerBackoff is log.cleaner.backoff.ms (default 15000): how often
+	// the cleaner looks for logs to clean.
+	CleanerBackoff time.Duration
+	// CleanerThreads is log.cleaner.threads (default 1): how many logs
+	// are cleaned at once.
+	CleanerThreads int
+	// CleanerDedupeBufferSize is log.cleaner.dedupe.buffer.size (default
+	// 134217728): the offset maps' memory, shared by the threads.
+	CleanerDedupeBufferSize int64
+	// ProducerIDExpirationMs is producer.id.expiration.ms (default
+	// 86400000): see CleanOptions.
+	ProducerIDExpirationMs int64
 }
 
 // Manager owns one data directory (a log.dirs entry) and every partition
@@ -65,7 +81,8 @@ type Manager struct {
 	deleting map[*Log]*time.Timer
 	closed   bool
 
-	stop, done chan struct{}
+	stop, done  chan struct{}
+	cleanerDone chan struct{} // closed when the cleaner's loop ends
 }
 
 // OpenManager opens every partition directory in dir (creating dir if
@@ -97,6 +114,7 @@ func OpenManager(fs vfs.FS, dir string, opts ManagerOptions) (*Manager, error) {
 	}
 	recoveryPoints := m.readCheckpoint(RecoveryPointCheckpointFile)
 	logStarts := m.readCheckpoint(LogStartOffsetCheckpointFile)
+	cleanerPoints := m.readCheckpoint(CleanerOffsetCheckpointFile)
 	markerPath := filepath.Join(dir, CleanShutdownFile)
 	clean := vfs.Exists(fs, markerPath)
 
@@ -141,7 +159,7 @@ func OpenManager(fs vfs.FS, dir string, opts ManagerOptions) (*Manager, error) {
 	}
 
 	start := time.Now()
-	if err := m.openAll(toOpen, recoveryPoints, logStarts, clean); err != nil {
+	if err := m.openAll(toOpen, recoveryPoints, logStarts, cleanerPoints, clean); err != nil {
 		for _, l := range m.logs {
 			l.Close()
 		}
@@ -186,7 +204,7 @@ func (m *Manager) configFor(topic string) Config {
 	return m.opts.Default
 }
 
-func (m *Manager) openAll(tps []TopicPartition, recoveryPoints, logStarts map[TopicPartition]int64, clean bool) error {
+func (m *Manager) openAll(tps []TopicPartition, recoveryPoints, logStarts, cleanerPoints map[TopicPartition]int64, clean bool) error {
 	threads := m.opts.RecoveryThreads
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
@@ -206,7 +224,7 @@ func (m *Manager) openAll(tps []TopicPartition, recoveryPoints, logStarts map[To
 				}
 				l, err := OpenLog(m.fs, filepath.Join(m.dir, tp.String()), m.configFor(tp.Topic), LogOptions{
 					Logger: m.logger, Now: m.now, RecoveryPoint: recoveryPoints[tp], LogStartOffset: logStart,
-					CleanShutdown: clean,
+					CleanShutdown: clean, CleanerCheckpoint: cleanerPoints[tp],
 				})
 				mu.Lock()
 				if err != nil {
@@ -379,8 +397,8 @@ func (l *Log) markDeleted(rename func(oldDir string) error, newDir string) error
 	return nil
 }
 
-// CheckpointRecoveryPoints writes recovery-point-offset-checkpoint and
-// log-start-offset-checkpoint for every log.
+// CheckpointRecoveryPoints writes recovery-point-offset-checkpoint,
+// log-start-offset-checkpoint and cleaner-offset-checkpoint for every log.
 func (m *Manager) CheckpointRecoveryPoints() error {
 	logs := m.Logs()
 	recovery := make(map[TopicPartition]int64, len(logs))
@@ -395,6 +413,7 @@ func (m *Manager) CheckpointRecoveryPoints() error {
 	return errors.Join(
 		WriteOffsetCheckpoint(m.fs, filepath.Join(m.dir, RecoveryPointCheckpointFile), recovery),
 		WriteOffsetCheckpoint(m.fs, filepath.Join(m.dir, LogStartOffsetCheckpointFile), starts),
+		m.writeCleanerCheckpointLocked(logs),
 	)
 }
 
@@ -422,8 +441,9 @@ func (m *Manager) FlushDue(now time.Time) {
 }
 
 // Start runs the background loop: retention every RetentionCheckInterval,
-// flush.ms every FlushCheckInterval, checkpoints every CheckpointInterval.
-// Close stops it.
+// flush.ms every FlushCheckInterval, checkpoints every CheckpointInterval;
+// and, unless DisableCleaner, the log cleaner's loop beside it (see
+// CleanLogs). Close stops them.
 func (m *Manager) Start() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -436,6 +456,10 @@ func (m *Manager) Start() {
 			return def
 		}
 		return d
+	}
+	if !m.opts.DisableCleaner {
+		m.cleanerDone = make(chan struct{})
+		go m.cleanerLoop(m.stop, m.cleanerDone, interval(m.opts.CleanerBackoff, 15*time.Second))
 	}
 	retention := time.NewTicker(interval(m.opts.RetentionCheckInterval, 300*time.Second))
 	flush := time.NewTicker(interval(m.opts.FlushCheckInterval, time.Second))
@@ -472,13 +496,16 @@ func (m *Manager) Close() error {
 		return nil
 	}
 	m.closed = true
-	stop, done := m.stop, m.done
+	stop, done, cleanerDone := m.stop, m.done, m.cleanerDone
 	deleting := m.deleting
 	m.deleting = map[*Log]*time.Timer{}
 	m.mu.Unlock()
 	if stop != nil {
 		close(stop)
 		<-done
+		if cleanerDone != nil {
+			<-cleanerDone
+		}
 	}
 	for l, t := range deleting {
 		t.Stop()

@@ -42,6 +42,10 @@ func parseOffsetName(name, suffix string) (int64, bool) {
 func (l *Log) load(opts LogOptions) error {
 	start := time.Now()
 	cfg := l.cfg.Load()
+	swapped, err := l.finishSwaps()
+	if err != nil {
+		return fmt.Errorf("finishing an interrupted cleaning: %w", err)
+	}
 	names, err := l.fs.List(l.dir)
 	if err != nil {
 		return err
@@ -100,6 +104,7 @@ func (l *Log) load(opts LogOptions) error {
 		} else if err != nil {
 			return err
 		}
+		rebuild[i] = rebuild[i] || swapped[base]
 		l.segments = append(l.segments, s)
 	}
 	if len(l.segments) == 0 {
@@ -440,8 +445,7 @@ func checkHeaderFields(h *record.Header) error {
 	if h.Codec() > record.CodecZstd {
 		return fmt.Errorf("%w: %d", record.ErrCodec, h.Codec())
 	}
-	if h.NumRecords < 0 || h.LastOffsetDelta < 0 ||
-		h.NumRecords == 0 && !h.IsControl() || int64(h.NumRecords) > int64(h.LastOffsetDelta)+1 {
+	if h.NumRecords < 0 || h.LastOffsetDelta < 0 || int64(h.NumRecords) > int64(h.LastOffsetDelta)+1 {
 		return fmt.Errorf("%w: %d records, last offset delta %d", record.ErrRecordCount, h.NumRecords, h.LastOffsetDelta)
 	}
 	return nil

@@ -126,10 +126,11 @@ func (l *Log) deletePrefixLocked(n int, reasons []string) error {
 }
 
 // EnforceRetention deletes the oldest segments that Kafka's rules expire,
-// never the active one: those whose max timestamp is older than
-// retention.ms (by the file's modification time when no batch has a
-// timestamp), then those that keep the log over retention.bytes, then those
-// wholly below the log start offset. It advances the log start offset and
+// never the active one: with cleanup.policy delete (Config.Delete), those
+// whose max timestamp is older than retention.ms (by the file's
+// modification time when no batch has a timestamp), then those that keep
+// the log over retention.bytes; then, whatever the policy, those wholly
+// below the log start offset. It advances the log start offset and
 // returns how many segments it deleted.
 func (l *Log) EnforceRetention(now time.Time) (deletedSegments int, err error) {
 	l.appendMu.Lock()
@@ -141,7 +142,7 @@ func (l *Log) EnforceRetention(now time.Time) (deletedSegments int, err error) {
 	segs := l.segments
 	var reasons []string
 	n := 0
-	if cfg.RetentionMs >= 0 {
+	if cfg.Delete && cfg.RetentionMs >= 0 {
 		nowMs := now.UnixMilli()
 		for n < len(segs)-1 {
 			ts, _ := segs[n].maxTimestampAndOffset()
@@ -157,7 +158,7 @@ func (l *Log) EnforceRetention(now time.Time) (deletedSegments int, err error) {
 			n++
 		}
 	}
-	if cfg.RetentionBytes >= 0 {
+	if cfg.Delete && cfg.RetentionBytes >= 0 {
 		var size int64
 		for _, s := range segs[n:] {
 			size += s.size.Load()
@@ -185,9 +186,10 @@ func (l *Log) EnforceRetention(now time.Time) (deletedSegments int, err error) {
 }
 
 // SetRetentionBound limits retention to segments whose successor starts at
-// or below offset: the replica layer passes the high watermark as it
-// advances, as Kafka bounds retention by it. The default, math.MaxInt64,
-// sets no bound.
+// or below offset, and cleaning to offsets below it: the replica layer
+// passes the high watermark as it advances, as Kafka bounds both by it (a
+// record must not be compacted away in favour of one a truncation could
+// remove). The default, math.MaxInt64, sets no bound.
 func (l *Log) SetRetentionBound(offset int64) { l.retentionBound.Store(offset) }
 
 // DeleteRecordsBefore advances the log start offset to offset (the
@@ -289,6 +291,10 @@ func (l *Log) TruncateTo(offset int64) error {
 		return l.fail("syncing truncated segment", err)
 	}
 	newEnd := s.nextOffset
+	l.truncations.Add(1)
+	if l.cleanerCheckpoint.Load() > newEnd {
+		l.cleanerCheckpoint.Store(newEnd)
+	}
 	l.mu.Lock()
 	l.segments = slices.Clone(segs[:i+1])
 	l.logEndOffset.Store(newEnd)
@@ -368,6 +374,8 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	l.flushMu.Lock()
 	defer l.flushMu.Unlock()
 	old := l.segments
+	l.truncations.Add(1)
+	l.cleanerCheckpoint.Store(offset)
 	if err := l.retireLocked(old); err != nil {
 		return err
 	}

@@ -21,6 +21,8 @@ const (
 	snapshotSuffix  = ".snapshot"
 	deletedSuffix   = ".deleted"
 	tmpSuffix       = ".tmp"
+	cleanedSuffix   = ".cleaned" // a segment the cleaner is writing
+	swapSuffix      = ".swap"    // a cleaned segment committed to replace others
 )
 
 // segmentName is the 20-digit file name stem of a segment or snapshot.
