@@ -194,6 +194,12 @@ func (k *Key) Validate(value string) error {
 		if len(k.OneOf) > 0 && !slices.Contains(k.OneOf, value) {
 			return bad("must be one of " + strings.Join(k.OneOf, ", "))
 		}
+	case TypeList:
+		for _, v := range SplitList(value) {
+			if len(k.OneOf) > 0 && !slices.Contains(k.OneOf, v) {
+				return bad(fmt.Sprintf("%q is not one of %s", v, strings.Join(k.OneOf, ", ")))
+			}
+		}
 	}
 	if k.Min < k.Max && (n < k.Min || n > k.Max) {
 		return bad(fmt.Sprintf("out of range [%v, %v]", k.Min, k.Max))

@@ -121,7 +121,27 @@ func TestTopicConfig(t *testing.T) {
 	if err := ValidateTopicConfig("no.such", "1"); !errors.Is(err, ErrUnknownKey) {
 		t.Errorf("unknown key: %v", err)
 	}
-	if err := ValidateTopicConfig("cleanup.policy", "delete"); err != nil {
-		t.Error(err)
+	for _, policy := range []string{"delete", "compact", "compact,delete", "delete, compact", ""} {
+		if err := ValidateTopicConfig("cleanup.policy", policy); err != nil {
+			t.Error(err)
+		}
+	}
+	if err := ValidateTopicConfig("cleanup.policy", "compact,compacted"); !errors.Is(err, ErrInvalid) {
+		t.Errorf("cleanup.policy compacted: %v", err)
+	}
+	for _, ratio := range []string{"0", "0.5", "1"} {
+		if err := ValidateTopicConfig("min.cleanable.dirty.ratio", ratio); err != nil {
+			t.Error(err)
+		}
+	}
+	if err := ValidateTopicConfig("min.cleanable.dirty.ratio", "1.5"); !errors.Is(err, ErrInvalid) {
+		t.Errorf("min.cleanable.dirty.ratio 1.5: %v", err)
+	}
+	// The cleaner's broker keys supply the topic defaults.
+	s, _ = NewServer(map[string]string{"log.cleaner.min.cleanable.ratio": "0.25", "log.cleaner.delete.retention.ms": "5",
+		"log.cleaner.min.compaction.lag.ms": "7"})
+	tc = ResolveTopic(s.TopicDefaults(), nil)
+	if tc.Float("min.cleanable.dirty.ratio") != 0.25 || tc.Int("delete.retention.ms") != 5 || tc.Int("min.compaction.lag.ms") != 7 {
+		t.Errorf("cleaner defaults: %v", tc.values)
 	}
 }

@@ -75,5 +75,11 @@ func (t Topic) Int(name string) int64 {
 	return v
 }
 
+// Float returns a double key's value.
+func (t Topic) Float(name string) float64 {
+	v, _ := strconv.ParseFloat(t.values[name], 64)
+	return v
+}
+
 // Bool returns a boolean key's value.
 func (t Topic) Bool(name string) bool { return t.values[name] == "true" }
