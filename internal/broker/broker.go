@@ -132,11 +132,16 @@ func New(opts Options) (*Broker, error) {
 	}
 	start := time.Now()
 	b.logs, err = storage.OpenManager(b.fs, b.dir, storage.ManagerOptions{
-		Logger:                 b.logger,
-		Now:                    b.now,
-		Default:                b.storageConfig(cfg.TopicDefaults()),
-		RetentionCheckInterval: time.Duration(cfg.Int("log.retention.check.interval.ms")) * time.Millisecond,
-		CheckpointInterval:     time.Duration(cfg.Int("log.flush.offset.checkpoint.interval.ms")) * time.Millisecond,
+		Logger:                  b.logger,
+		Now:                     b.now,
+		Default:                 b.storageConfig(cfg.TopicDefaults()),
+		RetentionCheckInterval:  time.Duration(cfg.Int("log.retention.check.interval.ms")) * time.Millisecond,
+		CheckpointInterval:      time.Duration(cfg.Int("log.flush.offset.checkpoint.interval.ms")) * time.Millisecond,
+		DisableCleaner:          !cfg.Bool("log.cleaner.enable"),
+		CleanerBackoff:          time.Duration(cfg.Int("log.cleaner.backoff.ms")) * time.Millisecond,
+		CleanerThreads:          int(cfg.Int("log.cleaner.threads")),
+		CleanerDedupeBufferSize: cfg.Int("log.cleaner.dedupe.buffer.size"),
+		ProducerIDExpirationMs:  cfg.Int("producer.id.expiration.ms"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("broker: opening %s: %w", b.dir, err)
@@ -348,9 +353,9 @@ func (b *Broker) partition(topic string, partition int32) (*replica.Partition, b
 	return p, ok
 }
 
-// storageConfig converts a topic's effective configuration. Compacted
-// topics without "delete" in cleanup.policy keep every segment: retention
-// does not apply to them (and compaction is not implemented yet).
+// storageConfig converts a topic's effective configuration. Retention
+// applies to topics with "delete" in cleanup.policy, the log cleaner to
+// those with "compact".
 func (b *Broker) storageConfig(values map[string]string) storage.Config {
 	t := config.ResolveTopic(values, nil)
 	c := storage.DefaultConfig()
@@ -364,9 +369,12 @@ func (b *Broker) storageConfig(values map[string]string) storage.Config {
 	c.FlushMs = t.Int("flush.ms")
 	c.FileDeleteDelayMs = t.Int("file.delete.delay.ms")
 	c.MaxMessageBytes = int(t.Int("max.message.bytes"))
-	if !slices.Contains(config.SplitList(t.String("cleanup.policy")), "delete") {
-		c.RetentionMs, c.RetentionBytes = -1, -1
-	}
+	policy := config.SplitList(t.String("cleanup.policy"))
+	c.Delete = slices.Contains(policy, "delete")
+	c.Compact = slices.Contains(policy, "compact")
+	c.MinCleanableDirtyRatio = t.Float("min.cleanable.dirty.ratio")
+	c.DeleteRetentionMs = t.Int("delete.retention.ms")
+	c.MinCompactionLagMs = t.Int("min.compaction.lag.ms")
 	return c
 }
 

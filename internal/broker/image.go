@@ -73,7 +73,10 @@ func (b *Broker) applyPartition(t *metadata.Topic, index int32, p, old *metadata
 		b.partitionsMu.Lock()
 		b.partitions[key] = r
 		b.partitionsMu.Unlock()
-		configChanged = false
+		// A log opened from disk at start-up has the broker's defaults
+		// until now: give it its topic's configuration (compaction,
+		// retention and segment overrides).
+		configChanged = true
 	}
 	if configChanged {
 		r.Log().SetConfig(b.storageConfig(values))

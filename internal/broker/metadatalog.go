@@ -30,6 +30,11 @@ func openMetadataLog(m *storage.Manager) (*metadataLog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("broker: opening the metadata log: %w", err)
 	}
+	// Opened from disk, it has the topic defaults (log.cleanup.policy may
+	// say compact): the metadata log is replayed whole, never compacted.
+	if err := l.SetConfig(cfg); err != nil {
+		return nil, err
+	}
 	return &metadataLog{log: l}, nil
 }
 

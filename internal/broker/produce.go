@@ -30,6 +30,9 @@ import (
 // * Producing to internal topics is refused (INVALID_TOPIC_EXCEPTION).
 // * Transactions are not implemented: a transactional produce fails with
 // TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+// * A record without a key on a compacted topic fails the partition with
+// INVALID_RECORD, as in Kafka since KIP-467 (the record is named in the
+// error message, not in RecordErrors).
 func init() { register(0, 3, 11, (*Broker).handleProduce) }
 
 type pendingAppend struct {
@@ -179,6 +182,8 @@ func storageError(err error) error {
 		return nil
 	case errors.Is(err, storage.ErrCorrupt):
 		return fmt.Errorf("%w: %v", kerr.CorruptMessage, err)
+	case errors.Is(err, storage.ErrNullKey):
+		return fmt.Errorf("%w: %v", kerr.InvalidRecord, err)
 	case errors.Is(err, storage.ErrMessageTooLarge):
 		return fmt.Errorf("%w: %v", kerr.MessageTooLarge, err)
 	case errors.Is(err, storage.ErrRecordListTooLarge):

@@ -74,6 +74,7 @@ func New(topic string, index int32, log *storage.Log, nodeID int32, s Settings, 
 	// what survived recovery was flushed or is as durable as acks=1 ever
 	// promised.
 	p.highWatermark.Store(log.LogEndOffset())
+	log.SetRetentionBound(log.LogEndOffset())
 	return p, nil
 }
 
@@ -187,6 +188,8 @@ func (p *Partition) advanceHighWatermark(hw int64) {
 		return
 	}
 	p.highWatermark.Store(hw)
+	// Retention and compaction stay below the high watermark, as in Kafka.
+	p.log.SetRetentionBound(hw)
 	for ch := range p.watchers {
 		select {
 		case ch <- struct{}{}:

@@ -1,0 +1,173 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/strata-io/strata/internal/record"
+)
+
+// cleanerSettings run the log cleaner every 50ms.
+func cleanerSettings() map[string]string {
+	return map[string]string{"log.cleaner.backoff.ms": "50"}
+}
+
+// TestCompactedTopicKeepsTheLatestValuePerKey produces many updates of
+// each key with franz-go (idempotent, lz4) to a compacted topic with small
+// segments, waits for the broker's cleaner, and consumes from the start:
+// every key comes once, with its latest value. A record without a key is
+// refused with INVALID_RECORD.
+func TestCompactedTopicKeepsTheLatestValuePerKey(t *testing.T) {
+	b := startBroker(t, cleanerSettings())
+	adm := newAdmin(t, b.Addr())
+	const topic = "compacted"
+	createTopic(t, adm, topic, 1, map[string]*string{"cleanup.policy": ptr("compact"), "segment.bytes": ptr("4096")})
+	ctx := testContext(t)
+	cl := newClient(t, b.Addr(), kgo.ProducerBatchCompression(kgo.Lz4Compression()), kgo.ProducerLinger(5*time.Millisecond),
+		kgo.ProducerBatchMaxBytes(2048))
+
+	const keys, rounds = 40, 25
+	latest := map[string]string{}
+	for r := range rounds {
+		for k := range keys {
+			key, value := fmt.Sprintf("key-%02d", k), fmt.Sprintf("round %d of key %d", r, k)
+			latest[key] = value
+			cl.Produce(ctx, &kgo.Record{Topic: topic, Key: []byte(key), Value: []byte(value)}, func(_ *kgo.Record, err error) {
+				if err != nil {
+					t.Errorf("producing: %v", err)
+				}
+			})
+		}
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := b.partition(topic, 0)
+	lastUpdate := p.Log().LogEndOffset() - 1
+	// Seal the last round in a segment of its own: only sealed segments
+	// are cleaned.
+	for p.Log().SegmentBaseOffsets()[p.Log().NumSegments()-1] <= lastUpdate {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: []byte("end"), Value: make([]byte, 100)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	written := p.Log().Size()
+	waitFor(t, 30*time.Second, "the cleaner to clean past the last update", func() bool {
+		return p.Log().CleanerCheckpoint() > lastUpdate
+	})
+	if size := p.Log().Size(); size > written/5 {
+		t.Fatalf("log of %d bytes after cleaning, %d before", size, written)
+	}
+	t.Logf("%d bytes in %d segments after cleaning, %d written", p.Log().Size(), p.Log().NumSegments(), written)
+
+	end := p.Log().LogEndOffset()
+	got := map[string][]string{}
+	consumer := newClient(t, b.Addr(), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(100*time.Millisecond))
+	for done := false; !done; {
+		fs := consumer.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consuming: %v", ctx.Err())
+		}
+		for _, e := range fs.Errors() {
+			t.Fatalf("fetch error: %v", e.Err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			got[string(r.Key)] = append(got[string(r.Key)], string(r.Value))
+			done = done || r.Offset == end-1
+		})
+	}
+	for key, value := range latest {
+		if v := got[key]; len(v) != 1 || v[0] != value {
+			t.Errorf("key %s: consumed %q, want only %q", key, v, value)
+		}
+	}
+	if len(got) != keys+1 {
+		t.Errorf("consumed %d keys, want %d and end", len(got), keys)
+	}
+
+	// A record without a key cannot be compacted: Kafka refuses it.
+	err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("no key")}).FirstErr()
+	if !errors.Is(err, kerr.InvalidRecord) {
+		t.Fatalf("producing without a key: %v, want INVALID_RECORD", err)
+	}
+}
+
+// TestConsumerOffsetsAreCompacted commits offsets again and again for a
+// few groups, waits for the cleaner to shrink __consumer_offsets, and
+// restarts the broker: every group still has its latest offsets, from a
+// log the coordinator now replays in a fraction of the records.
+func TestConsumerOffsetsAreCompacted(t *testing.T) {
+	settings := cleanerSettings()
+	settings["offsets.topic.num.partitions"] = "1"
+	settings["offsets.topic.segment.bytes"] = "4096"
+	b := startBroker(t, settings)
+	adm := newAdmin(t, b.Addr())
+	createTopic(t, adm, "data", 3, nil)
+	ctx := testContext(t)
+
+	const groups, commits = 4, 150
+	want := map[string]kadm.Offsets{}
+	for i := range commits {
+		for g := range groups {
+			group := fmt.Sprintf("group-%d", g)
+			var o kadm.Offsets
+			for p := int32(0); p < 3; p++ {
+				o.Add(kadm.Offset{Topic: "data", Partition: p, At: int64(i*(g+1) + int(p)), LeaderEpoch: -1})
+			}
+			if resp, err := adm.CommitOffsets(ctx, group, o); err != nil || resp.Error() != nil {
+				t.Fatalf("commit %d of %s: %v %v", i, group, err, resp.Error())
+			}
+			want[group] = o
+		}
+	}
+	p, ok := b.partition(OffsetsTopic, 0)
+	if !ok {
+		t.Fatal("no __consumer_offsets partition")
+	}
+	records := p.Log().LogEndOffset()
+	written := p.Log().Size()
+	waitFor(t, 30*time.Second, "__consumer_offsets to be cleaned", func() bool {
+		return p.Log().CleanerCheckpoint() > 0 && p.Log().Size() < written/4
+	})
+
+	check := func(when string) {
+		t.Helper()
+		for group, o := range want {
+			fetched, err := adm.FetchOffsets(ctx, group)
+			if err != nil {
+				t.Fatalf("%s: fetching %s's offsets: %v", when, group, err)
+			}
+			o.Each(func(w kadm.Offset) {
+				if got, ok := fetched.Lookup(w.Topic, w.Partition); !ok || got.At != w.At {
+					t.Errorf("%s: %s %s/%d at %d, want %d", when, group, w.Topic, w.Partition, got.At, w.At)
+				}
+			})
+		}
+	}
+	check("after cleaning")
+	b.restart(t)
+	adm = newAdmin(t, b.Addr())
+	check("after a restart")
+	p, _ = b.partition(OffsetsTopic, 0)
+	if cfg := p.Log().Config(); !cfg.Compact || cfg.SegmentBytes != 4096 {
+		t.Fatalf("after a restart __consumer_offsets has compact=%v, segment.bytes %d", cfg.Compact, cfg.SegmentBytes)
+	}
+	kept := 0
+	if err := p.Log().ReadBatches(0, 0, func(h record.Header, _ []byte) bool {
+		kept += int(h.NumRecords)
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if kept*4 > int(records) {
+		t.Fatalf("%d of %d records kept", kept, records)
+	}
+	t.Logf("%d of %d records kept, %d bytes of %d", kept, records, p.Log().Size(), written)
+}
