@@ -163,10 +163,13 @@ func (l *Log) cleanState(now time.Time) cleanState {
 		if s.baseOffset >= c.FirstUncleanableOffset {
 			break
 		}
-		if c.segs[i+1].baseOffset <= c.FirstDirtyOffset {
-			c.CleanBytes += s.size.Load()
-		} else {
+		// A segment is dirty when some of its offsets are in the dirty
+		// section; one the high watermark cuts is not, once cleaned up to
+		// it, or every round would clean it again.
+		if max(s.baseOffset, c.FirstDirtyOffset) < min(c.segs[i+1].baseOffset, c.FirstUncleanableOffset) {
 			c.DirtyBytes += s.size.Load()
+		} else {
+			c.CleanBytes += s.size.Load()
 		}
 	}
 	if total := c.CleanBytes + c.DirtyBytes; total > 0 {
@@ -300,8 +303,15 @@ func (l *Log) usable() error {
 	return nil
 }
 
-// cleanFailed marks the log uncleanable when err is about its data.
+// cleanFailed marks the log uncleanable when err is about its data. A
+// failure of a log closed, deleted or taken offline meanwhile is an abort.
 func (l *Log) cleanFailed(err error) error {
+	if errors.Is(err, errCleanAborted) {
+		return err
+	}
+	if usable := l.usable(); usable != nil {
+		return fmt.Errorf("%w: %w (%w)", errCleanAborted, usable, err)
+	}
 	if errors.Is(err, errUncleanable) && l.uncleanable.CompareAndSwap(false, true) {
 		l.logger.Error("log cannot be cleaned; skipping it until restart", "err", err)
 	}

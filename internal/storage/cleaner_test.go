@@ -691,3 +691,36 @@ func TestManagerCleansCompactedLogs(t *testing.T) {
 	compacted, _ = m.Log("compacted", 0)
 	checkCompacted(t, readRecords(t, compacted), written, compacted.CleanerCheckpoint(), false)
 }
+
+// TestCleanStaysBelowTheHighWatermark: a record may be replaced only by one
+// that no truncation can remove, so cleaning stops at the retention bound
+// (the high watermark), and a bound inside a segment does not make the
+// cleaner clean that segment round after round.
+func TestCleanStaysBelowTheHighWatermark(t *testing.T) {
+	l := openTestLog(t, newMem(t, "/d"), "/d/t-0", compactConfig(), LogOptions{})
+	defer l.Close()
+	rng := rand.New(rand.NewPCG(6, 6))
+	written := writeUpdates(t, l, batchOpts{ts: 1000}, 20, 10, 2, rng)
+	bases := l.SegmentBaseOffsets()
+	if len(bases) < 5 {
+		t.Fatalf("%d segments", len(bases))
+	}
+	hw := bases[2] + 3
+	l.SetRetentionBound(hw)
+	now := time.UnixMilli(5000)
+	if info := l.Cleanable(now); info.FirstUncleanableOffset != hw {
+		t.Fatalf("first uncleanable offset %d, want the bound %d", info.FirstUncleanableOffset, hw)
+	}
+	res := cleanOK(t, l, now)
+	if res.CleanedTo != hw {
+		t.Fatalf("cleaned to %d, want %d", res.CleanedTo, hw)
+	}
+	checkCompacted(t, readRecords(t, l), written, hw, false)
+	if info, due := l.cleaningDue(now); due || info.DirtyBytes != 0 {
+		t.Fatalf("cleaning due again with the bound unmoved: %+v", info)
+	}
+	l.SetRetentionBound(math.MaxInt64)
+	if _, due := l.cleaningDue(now); !due {
+		t.Fatal("cleaning not due once the bound moved")
+	}
+}
