@@ -285,3 +285,97 @@ func TestCleanCrashAtEveryStep(t *testing.T) {
 		})
 	}
 }
+
+// hookFS runs hook once, just before the first rename of a cleaned log
+// file: when a cleaning is about to commit its first run.
+type hookFS struct {
+	vfs.FS
+	hook func()
+}
+
+func (h *hookFS) Rename(oldname, newname string) error {
+	if strings.HasSuffix(oldname, logSuffix+cleanedSuffix) && h.hook != nil {
+		hook := h.hook
+		h.hook = nil
+		hook()
+	}
+	return h.FS.Rename(oldname, newname)
+}
+
+// TestCleanAbortsWhenTheLogChanges truncates the log, or deletes its first
+// segments, while a cleaning is about to swap its first run in: the
+// cleaning gives up without resurrecting anything or leaving files behind,
+// and the log is what the change made it.
+func TestCleanAbortsWhenTheLogChanges(t *testing.T) {
+	for _, change := range []string{"truncate", "delete records"} {
+		t.Run(change, func(t *testing.T) {
+			mem := newMem(t, "/d")
+			hfs := &hookFS{FS: mem}
+			l := openTestLog(t, hfs, "/d/t-0", compactConfig(), LogOptions{})
+			defer l.Close()
+			rng := rand.New(rand.NewPCG(7, 7))
+			written := writeUpdates(t, l, batchOpts{ts: 1000}, 12, 10, 2, rng)
+			bases := l.SegmentBaseOffsets()
+			var want []rec
+			hfs.hook = func() {
+				switch change {
+				case "truncate":
+					if err := l.TruncateTo(bases[1] + 1); err != nil {
+						t.Error(err)
+					}
+					want = recordsIn(written, 0, l.LogEndOffset())
+				case "delete records":
+					if _, err := l.DeleteRecordsBefore(bases[2]); err != nil {
+						t.Error(err)
+					}
+					want = recordsIn(written, bases[2], l.LogEndOffset())
+				}
+			}
+			_, err := l.Clean(context.Background(), CleanOptions{Now: time.UnixMilli(5000)})
+			if !errors.Is(err, errCleanAborted) {
+				t.Fatalf("cleaning over a %s: %v", change, err)
+			}
+			if got := readRecords(t, l); !sameRecords(got, want) {
+				t.Fatalf("after a %s during a cleaning: %d records, want %d", change, len(got), len(want))
+			}
+			if left := leftovers(t, mem, "/d/t-0"); len(left) > 0 {
+				t.Fatalf("leftover files %v", left)
+			}
+			if l.CleanerCheckpoint() != 0 || l.uncleanable.Load() {
+				t.Fatalf("checkpoint %d, uncleanable %v after an aborted cleaning", l.CleanerCheckpoint(), l.uncleanable.Load())
+			}
+			// The next cleaning works on what is left.
+			res := cleanOK(t, l, time.UnixMilli(5000))
+			checkCompacted(t, readRecords(t, l), want, res.CleanedTo, false)
+		})
+	}
+}
+
+// TestOpenRemovesAnUnreadableSwap: a .swap log is synced before its
+// rename, so one without a valid batch is a disk's corruption; opening
+// the log removes it (and its indexes) and keeps the old segments.
+func TestOpenRemovesAnUnreadableSwap(t *testing.T) {
+	mem := newMem(t, "/d")
+	cfg := compactConfig()
+	l := openTestLog(t, mem, "/d/t-0", cfg, LogOptions{})
+	rng := rand.New(rand.NewPCG(8, 8))
+	writeUpdates(t, l, batchOpts{ts: 1000}, 12, 5, 2, rng)
+	before := readRecords(t, l)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	stem := "/d/t-0/" + segmentName(0)
+	for _, name := range []string{stem + logSuffix + swapSuffix, stem + indexSuffix + swapSuffix, stem + timeIndexSuffix + cleanedSuffix} {
+		if err := vfs.WriteFileAtomic(mem, name, []byte("garbage, not a batch")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := openTestLog(t, mem, "/d/t-0", cfg, LogOptions{CleanShutdown: true})
+	defer r.Close()
+	if got := readRecords(t, r); !sameRecords(got, before) {
+		t.Fatalf("%d records after opening, want %d", len(got), len(before))
+	}
+	if left := leftovers(t, mem, "/d/t-0"); len(left) > 0 {
+		t.Fatalf("leftover files %v", left)
+	}
+}
