@@ -83,7 +83,8 @@
 // members get their assignments once it is committed), when a static member
 // is replaced without a rebalance, and when a group is created. Load replays
 // the partition in order: the last record for a key wins and tombstones
-// delete, as log compaction will later make true on disk.
+// delete, as the log cleaner also makes true on disk (__consumer_offsets is
+// compacted).
 //
 // KIP-848 groups persist only their existence, type and group epoch, not
 // members, target assignments or member assignments (Kafka writes those as

@@ -220,7 +220,7 @@ func (l *Log) load(opts LogOptions) error {
 
 	attrs := []any{"segments", len(l.segments), "log_start_offset", l.logStartOffset.Load(), "log_end_offset", leo,
 		"clean_shutdown", opts.CleanShutdown, "duration", time.Since(start).Round(time.Microsecond)}
-	if stats.bytesScanned > 0 || stats.indexesRebuilt > 0 {
+	if stats.bytesScanned > 0 || stats.bytesTruncated > 0 || stats.segmentsDropped > 0 {
 		attrs = append(attrs, "segments_scanned", stats.segmentsScanned, "bytes_scanned", stats.bytesScanned,
 			"bytes_truncated", stats.bytesTruncated, "segments_dropped", stats.segmentsDropped)
 		l.logger.Info("recovered log", attrs...)
