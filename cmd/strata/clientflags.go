@@ -221,17 +221,26 @@ func kadmFor(cl *kgo.Client) *kadm.Client { return kadm.NewClient(cl) }
 // the cluster; nothing when the cluster cannot be asked.
 func (o *clientOptions) completeFromCluster(list func(context.Context, *kadm.Client) ([]string, error)) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
-		adm, err := o.admin(cmd.Context())
+		adm, ctx, done, err := o.adminRequest(cmd.Context())
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		defer adm.Close()
-		ctx, cancel := o.requestContext(cmd.Context())
-		defer cancel()
+		defer done()
 		names, err := list(ctx, adm)
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
 		return names, cobra.ShellCompDirectiveNoFileComp
 	}
+}
+
+// adminRequest connects an admin client and returns it with a context
+// bounded by --timeout; done releases both.
+func (o *clientOptions) adminRequest(ctx context.Context) (*kadm.Client, context.Context, func(), error) {
+	adm, err := o.admin(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	rctx, cancel := o.requestContext(ctx)
+	return adm, rctx, func() { cancel(); adm.Close() }, nil
 }

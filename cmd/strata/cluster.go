@@ -43,13 +43,11 @@ func clusterInfoCommand(o *clientOptions) *cobra.Command {
 			if err := o.checkFormat(); err != nil {
 				return err
 			}
-			adm, err := o.admin(cmd.Context())
+			adm, ctx, done, err := o.adminRequest(cmd.Context())
 			if err != nil {
 				return err
 			}
-			defer adm.Close()
-			ctx, cancel := o.requestContext(cmd.Context())
-			defer cancel()
+			defer done()
 			md, err := adm.BrokerMetadata(ctx)
 			if err != nil {
 				return o.requestError("fetching cluster metadata", err)
@@ -109,13 +107,11 @@ when healthy; otherwise prints why on one line and exits 1.`,
 			if err := o.checkFormat(); err != nil {
 				return err
 			}
-			adm, err := o.admin(cmd.Context())
+			adm, ctx, done, err := o.adminRequest(cmd.Context())
 			if err != nil {
 				return &exitError{code: 1, err: fmt.Errorf("unhealthy: %w", err)}
 			}
-			defer adm.Close()
-			ctx, cancel := o.requestContext(cmd.Context())
-			defer cancel()
+			defer done()
 			md, err := adm.Metadata(ctx)
 			if err != nil {
 				return &exitError{code: 1, err: fmt.Errorf("unhealthy: %w", o.requestError("fetching cluster metadata", err))}

@@ -56,13 +56,11 @@ func groupListCommand(o *clientOptions) *cobra.Command {
 			if err := o.checkFormat(); err != nil {
 				return err
 			}
-			adm, err := o.admin(cmd.Context())
+			adm, ctx, done, err := o.adminRequest(cmd.Context())
 			if err != nil {
 				return err
 			}
-			defer adm.Close()
-			ctx, cancel := o.requestContext(cmd.Context())
-			defer cancel()
+			defer done()
 			groups, err := adm.ListGroups(ctx)
 			if err != nil {
 				return o.requestError("listing groups", groupsError(err))
@@ -147,13 +145,11 @@ func groupDescribeCommand(o *clientOptions) *cobra.Command {
 			if err := o.checkFormat(); err != nil {
 				return err
 			}
-			adm, err := o.admin(cmd.Context())
+			adm, ctx, done, err := o.adminRequest(cmd.Context())
 			if err != nil {
 				return err
 			}
-			defer adm.Close()
-			ctx, cancel := o.requestContext(cmd.Context())
-			defer cancel()
+			defer done()
 			lags, err := adm.Lag(ctx, groups...)
 			if err != nil {
 				return o.requestError("describing groups", groupsError(err))
@@ -359,13 +355,11 @@ first, since they would overwrite the offsets with their own commits.`,
 					return err
 				}
 			}
-			adm, err := o.admin(cmd.Context())
+			adm, ctx, done, err := o.adminRequest(cmd.Context())
 			if err != nil {
 				return err
 			}
-			defer adm.Close()
-			ctx, cancel := o.requestContext(cmd.Context())
-			defer cancel()
+			defer done()
 			results, err := seekGroup(ctx, adm, args[0], target, toGroup, topics, dryRun)
 			if err != nil {
 				return err
@@ -543,13 +537,11 @@ func groupDeleteCommand(o *clientOptions) *cobra.Command {
 			if err := o.checkFormat(); err != nil {
 				return err
 			}
-			adm, err := o.admin(cmd.Context())
+			adm, ctx, done, err := o.adminRequest(cmd.Context())
 			if err != nil {
 				return err
 			}
-			defer adm.Close()
-			ctx, cancel := o.requestContext(cmd.Context())
-			defer cancel()
+			defer done()
 			resp, err := adm.DeleteGroups(ctx, groups...)
 			if err != nil {
 				return o.requestError("deleting groups", groupsError(err))

@@ -115,13 +115,11 @@ func topicCreateCommand(o *clientOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			adm, err := o.admin(cmd.Context())
+			adm, ctx, done, err := o.adminRequest(cmd.Context())
 			if err != nil {
 				return err
 			}
-			defer adm.Close()
-			ctx, cancel := o.requestContext(cmd.Context())
-			defer cancel()
+			defer done()
 			create := adm.CreateTopics
 			if dryRun {
 				create = adm.ValidateCreateTopics
@@ -182,13 +180,11 @@ func topicListCommand(o *clientOptions) *cobra.Command {
 			if err := o.checkFormat(); err != nil {
 				return err
 			}
-			adm, err := o.admin(cmd.Context())
+			adm, ctx, done, err := o.adminRequest(cmd.Context())
 			if err != nil {
 				return err
 			}
-			defer adm.Close()
-			ctx, cancel := o.requestContext(cmd.Context())
-			defer cancel()
+			defer done()
 			list := adm.ListTopics
 			if internal {
 				list = adm.ListTopicsWithInternal
@@ -258,13 +254,11 @@ func topicDescribeCommand(o *clientOptions) *cobra.Command {
 			if err := o.checkFormat(); err != nil {
 				return err
 			}
-			adm, err := o.admin(cmd.Context())
+			adm, ctx, done, err := o.adminRequest(cmd.Context())
 			if err != nil {
 				return err
 			}
-			defer adm.Close()
-			ctx, cancel := o.requestContext(cmd.Context())
-			defer cancel()
+			defer done()
 			descs, err := describeTopics(ctx, o, adm, topics, allConfigs)
 			if err != nil {
 				return err
@@ -454,13 +448,11 @@ func topicDeleteCommand(o *clientOptions) *cobra.Command {
 			if err := o.checkFormat(); err != nil {
 				return err
 			}
-			adm, err := o.admin(cmd.Context())
+			adm, ctx, done, err := o.adminRequest(cmd.Context())
 			if err != nil {
 				return err
 			}
-			defer adm.Close()
-			ctx, cancel := o.requestContext(cmd.Context())
-			defer cancel()
+			defer done()
 			resp, err := adm.DeleteTopics(ctx, topics...)
 			if err != nil {
 				return o.requestError("deleting topics", err)
@@ -514,13 +506,11 @@ func topicAlterConfigCommand(o *clientOptions) *cobra.Command {
 			for _, k := range deletes {
 				alters = append(alters, kadm.AlterConfig{Op: kadm.DeleteConfig, Name: k})
 			}
-			adm, err := o.admin(cmd.Context())
+			adm, ctx, done, err := o.adminRequest(cmd.Context())
 			if err != nil {
 				return err
 			}
-			defer adm.Close()
-			ctx, cancel := o.requestContext(cmd.Context())
-			defer cancel()
+			defer done()
 			alter := adm.AlterTopicConfigs
 			if dryRun {
 				alter = adm.ValidateAlterTopicConfigs
@@ -571,13 +561,11 @@ func topicAddPartitionsCommand(o *clientOptions) *cobra.Command {
 			if add <= 0 {
 				return fmt.Errorf("--num must be at least 1, not %d", add)
 			}
-			adm, err := o.admin(cmd.Context())
+			adm, ctx, done, err := o.adminRequest(cmd.Context())
 			if err != nil {
 				return err
 			}
-			defer adm.Close()
-			ctx, cancel := o.requestContext(cmd.Context())
-			defer cancel()
+			defer done()
 			md, err := adm.ListTopics(ctx, topics...)
 			if err != nil {
 				return o.requestError("describing topics", err)
