@@ -152,9 +152,6 @@ type benchReport struct {
 }
 
 func runBench(cmd *cobra.Command, o *clientOptions, bf *benchFlags, mode string) error {
-	if err := o.checkFormat(); err != nil {
-		return err
-	}
 	switch {
 	case bf.recordSize < 8:
 		return fmt.Errorf("--record-size must be at least 8 (the e2e timestamp), not %d", bf.recordSize)

@@ -51,6 +51,9 @@ func addClientFlags(cmd *cobra.Command) *clientOptions {
 	f.DurationVar(&o.timeout, "timeout", 10*time.Second, "timeout for each request to the cluster")
 	f.DurationVar(&o.dialTimeout, "dial-timeout", 5*time.Second, "how long to wait for a broker to accept a connection")
 	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{"text", "json"}, cobra.ShellCompDirectiveNoFileComp))
+	// Every subcommand's output format is checked once, before it runs.
+	// (topic consume shadows --format with its record format.)
+	cmd.PersistentPreRunE = func(*cobra.Command, []string) error { return o.checkFormat() }
 	return o
 }
 

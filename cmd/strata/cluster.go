@@ -40,9 +40,6 @@ func clusterInfoCommand(o *clientOptions) *cobra.Command {
 		Short: "Show the cluster id, the controller and the brokers",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.checkFormat(); err != nil {
-				return err
-			}
 			adm, ctx, done, err := o.adminRequest(cmd.Context())
 			if err != nil {
 				return err
@@ -104,9 +101,6 @@ partition (internal topics included) has a leader and a full ISR. Exits 0
 when healthy; otherwise prints why on one line and exits 1.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.checkFormat(); err != nil {
-				return err
-			}
 			adm, ctx, done, err := o.adminRequest(cmd.Context())
 			if err != nil {
 				return &exitError{code: 1, err: fmt.Errorf("unhealthy: %w", err)}

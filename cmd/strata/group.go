@@ -53,9 +53,6 @@ func groupListCommand(o *clientOptions) *cobra.Command {
 		Short:   "List consumer groups",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.checkFormat(); err != nil {
-				return err
-			}
 			adm, ctx, done, err := o.adminRequest(cmd.Context())
 			if err != nil {
 				return err
@@ -142,9 +139,6 @@ func groupDescribeCommand(o *clientOptions) *cobra.Command {
 		Args:              cobra.MinimumNArgs(1),
 		ValidArgsFunction: completeGroups(o),
 		RunE: func(cmd *cobra.Command, groups []string) error {
-			if err := o.checkFormat(); err != nil {
-				return err
-			}
 			adm, ctx, done, err := o.adminRequest(cmd.Context())
 			if err != nil {
 				return err
@@ -342,9 +336,6 @@ first, since they would overwrite the offsets with their own commits.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeGroups(o),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.checkFormat(); err != nil {
-				return err
-			}
 			if (to == "") == (toGroup == "") {
 				return errors.New("give exactly one of --to or --to-group")
 			}
@@ -534,9 +525,6 @@ func groupDeleteCommand(o *clientOptions) *cobra.Command {
 		Args:              cobra.MinimumNArgs(1),
 		ValidArgsFunction: completeGroups(o),
 		RunE: func(cmd *cobra.Command, groups []string) error {
-			if err := o.checkFormat(); err != nil {
-				return err
-			}
 			adm, ctx, done, err := o.adminRequest(cmd.Context())
 			if err != nil {
 				return err

@@ -54,9 +54,6 @@ each record's partition and offset.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeTopics(o),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.checkFormat(); err != nil {
-				return err
-			}
 			return runProduce(cmd, o, &pf, args[0])
 		},
 	}

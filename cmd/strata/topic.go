@@ -108,9 +108,6 @@ func topicCreateCommand(o *clientOptions) *cobra.Command {
   strata topic create audit -c retention.ms=-1 -c cleanup.policy=compact`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, topics []string) error {
-			if err := o.checkFormat(); err != nil {
-				return err
-			}
 			cfg, err := parseKeyValues("-c", configs)
 			if err != nil {
 				return err
@@ -177,9 +174,6 @@ func topicListCommand(o *clientOptions) *cobra.Command {
 		Short:   "List topics",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.checkFormat(); err != nil {
-				return err
-			}
 			adm, ctx, done, err := o.adminRequest(cmd.Context())
 			if err != nil {
 				return err
@@ -251,9 +245,6 @@ func topicDescribeCommand(o *clientOptions) *cobra.Command {
 		Args:              cobra.MinimumNArgs(1),
 		ValidArgsFunction: completeTopics(o),
 		RunE: func(cmd *cobra.Command, topics []string) error {
-			if err := o.checkFormat(); err != nil {
-				return err
-			}
 			adm, ctx, done, err := o.adminRequest(cmd.Context())
 			if err != nil {
 				return err
@@ -445,9 +436,6 @@ func topicDeleteCommand(o *clientOptions) *cobra.Command {
 		Args:              cobra.MinimumNArgs(1),
 		ValidArgsFunction: completeTopics(o),
 		RunE: func(cmd *cobra.Command, topics []string) error {
-			if err := o.checkFormat(); err != nil {
-				return err
-			}
 			adm, ctx, done, err := o.adminRequest(cmd.Context())
 			if err != nil {
 				return err
@@ -488,9 +476,6 @@ func topicAlterConfigCommand(o *clientOptions) *cobra.Command {
 		Args:              cobra.MinimumNArgs(1),
 		ValidArgsFunction: completeTopics(o),
 		RunE: func(cmd *cobra.Command, topics []string) error {
-			if err := o.checkFormat(); err != nil {
-				return err
-			}
 			if len(sets) == 0 && len(deletes) == 0 {
 				return errors.New("nothing to change: give --set key=value or --delete key")
 			}
@@ -555,9 +540,6 @@ func topicAddPartitionsCommand(o *clientOptions) *cobra.Command {
 		Args:              cobra.MinimumNArgs(1),
 		ValidArgsFunction: completeTopics(o),
 		RunE: func(cmd *cobra.Command, topics []string) error {
-			if err := o.checkFormat(); err != nil {
-				return err
-			}
 			if add <= 0 {
 				return fmt.Errorf("--num must be at least 1, not %d", add)
 			}
