@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/strata-io/strata/examples/ecommerce/events"
 )
 
 // maxBatch bounds the records handed to a Handler at once, so a batch is
@@ -124,4 +126,50 @@ func (c *Consumer) poll(ctx context.Context, handle Handler) error {
 		}
 		c.Client.AllowRebalance()
 	}
+}
+
+// startService opens a service's ledger and its consumer of topics[0],
+// creating the topics it reads and writes if they are missing. The caller
+// closes the ledger; Run closes the consumer.
+func startService(ctx context.Context, f *Flags, logger *slog.Logger, topics []string, extra ...kgo.Opt) (*Ledger, *Consumer, error) {
+	ledger, err := OpenLedger(f.Out)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := NewConsumer(f, topics[0], logger, extra...)
+	if err != nil {
+		ledger.Close()
+		return nil, nil, err
+	}
+	if err := EnsureTopics(ctx, c.Client, f.Partitions, topics...); err != nil {
+		c.Client.Close()
+		ledger.Close()
+		return nil, nil, err
+	}
+	return ledger, c, nil
+}
+
+// onceEach runs a service that acts once on every OrderCreated: it writes
+// line(order) to the ledger unless the order is there already. It starts
+// by logging msg with the ledger's size as countKey.
+func onceEach(ctx context.Context, f *Flags, logger *slog.Logger, msg, countKey string, line func(events.OrderCreated) string) error {
+	ledger, c, err := startService(ctx, f, logger, []string{events.TopicOrdersCreated})
+	if err != nil {
+		return err
+	}
+	defer ledger.Close()
+	logger.Info(msg, countKey, ledger.Len())
+	return c.Run(ctx, func(ctx context.Context, records []*kgo.Record) error {
+		for _, r := range records {
+			order, err := events.DecodeOrderCreated(r.Value)
+			if err != nil {
+				logInvalid(logger, r, err)
+				continue
+			}
+			if err := once(ledger, logger, r, order.OrderID, func() string { return line(order) }); err != nil {
+				return err
+			}
+		}
+		return ledger.Sync()
+	})
 }

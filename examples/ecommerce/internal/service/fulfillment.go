@@ -16,19 +16,11 @@ import (
 // order id also absorbs the PaymentApproved events that payment produces
 // again after its own crashes.
 func RunFulfillment(ctx context.Context, f *Flags, logger *slog.Logger) error {
-	ledger, err := OpenLedger(f.Out)
+	ledger, c, err := startService(ctx, f, logger, []string{events.TopicPaymentsApproved})
 	if err != nil {
 		return err
 	}
 	defer ledger.Close()
-	c, err := NewConsumer(f, events.TopicPaymentsApproved, logger)
-	if err != nil {
-		return err
-	}
-	if err := EnsureTopics(ctx, c.Client, f.Partitions, events.TopicPaymentsApproved); err != nil {
-		c.Client.Close()
-		return err
-	}
 	logger.Info("packing boxes for paid orders", "boxes.packed", ledger.Len())
 	return c.Run(ctx, func(ctx context.Context, records []*kgo.Record) error {
 		for _, r := range records {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"log/slog"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/strata-io/strata/examples/ecommerce/events"
 )
 
@@ -14,34 +12,7 @@ import (
 // service would decrement stock and record the order id in one database
 // transaction, which is what makes a redelivered order harmless.
 func RunInventory(ctx context.Context, f *Flags, logger *slog.Logger) error {
-	ledger, err := OpenLedger(f.Out)
-	if err != nil {
-		return err
-	}
-	defer ledger.Close()
-	c, err := NewConsumer(f, events.TopicOrdersCreated, logger)
-	if err != nil {
-		return err
-	}
-	if err := EnsureTopics(ctx, c.Client, f.Partitions, events.TopicOrdersCreated); err != nil {
-		c.Client.Close()
-		return err
-	}
-	logger.Info("reserving stock for new orders", "orders.reserved", ledger.Len())
-	return c.Run(ctx, func(ctx context.Context, records []*kgo.Record) error {
-		for _, r := range records {
-			order, err := events.DecodeOrderCreated(r.Value)
-			if err != nil {
-				logInvalid(logger, r, err)
-				continue
-			}
-			err = once(ledger, logger, r, order.OrderID, func() string {
-				return "reserved " + describeItems(order.Items)
-			})
-			if err != nil {
-				return err
-			}
-		}
-		return ledger.Sync()
+	return onceEach(ctx, f, logger, "reserving stock for new orders", "orders.reserved", func(order events.OrderCreated) string {
+		return "reserved " + describeItems(order.Items)
 	})
 }

@@ -21,19 +21,11 @@ import (
 // after the charge and before the event was acknowledged, and skipping it
 // would leave the order unshipped. Fulfillment deduplicates by order id.
 func RunPayment(ctx context.Context, f *Flags, logger *slog.Logger) error {
-	ledger, err := OpenLedger(f.Out)
+	ledger, c, err := startService(ctx, f, logger, []string{events.TopicOrdersCreated, events.TopicPaymentsApproved}, producerOpts()...)
 	if err != nil {
 		return err
 	}
 	defer ledger.Close()
-	c, err := NewConsumer(f, events.TopicOrdersCreated, logger, producerOpts()...)
-	if err != nil {
-		return err
-	}
-	if err := EnsureTopics(ctx, c.Client, f.Partitions, events.TopicOrdersCreated, events.TopicPaymentsApproved); err != nil {
-		c.Client.Close()
-		return err
-	}
 	logger.Info("charging cards for new orders", "orders.charged", ledger.Len())
 	p := &payment{client: c.Client, ledger: ledger, logger: logger}
 	return c.Run(ctx, p.handle)
