@@ -569,16 +569,32 @@ var errOutcomeUnknown = errors.New("test: the client does not say whether the co
 // kgoMember is a franz-go group consumer that commits what it read after
 // every poll, with rebalances blocked between poll and commit
 // (BlockRebalanceOnPoll) so it never commits a partition it lost.
+// memberState is what every client's member keeps the same way, and the
+// member methods that only read it.
+type memberState struct {
+	t      testing.TB
+	name   string
+	dialer *cutDialer
+	ledger *ledger
+	owned  owned
+	stall  *stall
+	dead   atomic.Bool
+}
+
+func newMemberState(t testing.TB, name string, l *ledger) memberState {
+	return memberState{t: t, name: name, dialer: &cutDialer{}, ledger: l, stall: newStall()}
+}
+
+func (m *memberState) Name() string   { return m.name }
+func (m *memberState) Owned() []int32 { return m.owned.list() }
+func (m *memberState) Stall()         { m.stall.want.Store(true) }
+func (m *memberState) Stalled() bool  { return m.stall.in.Load() }
+func (m *memberState) Unstall() error { return m.stall.unstall() }
+
 type kgoMember struct {
-	t        testing.TB
-	name     string
+	memberState
 	topic    string
 	cl       *kgo.Client
-	dialer   *cutDialer
-	ledger   *ledger
-	owned    owned
-	stall    *stall
-	dead     atomic.Bool
 	clientCx context.Context
 	killCl   context.CancelFunc
 	pollCx   context.Context
@@ -589,7 +605,7 @@ type kgoMember struct {
 
 func startKgoMember(t testing.TB, addr, group, topic, name string, f flavor, l *ledger, extra ...kgo.Opt) *kgoMember {
 	t.Helper()
-	m := &kgoMember{t: t, name: name, topic: topic, dialer: &cutDialer{}, ledger: l, stall: newStall(), done: make(chan struct{})}
+	m := &kgoMember{memberState: newMemberState(t, name, l), topic: topic, done: make(chan struct{})}
 	m.clientCx, m.killCl = context.WithCancel(context.Background())
 	m.pollCx, m.stopPoll = context.WithCancel(context.Background())
 	opts := []kgo.Opt{
@@ -665,12 +681,6 @@ func (m *kgoMember) run() {
 	}
 }
 
-func (m *kgoMember) Name() string   { return m.name }
-func (m *kgoMember) Owned() []int32 { return m.owned.list() }
-func (m *kgoMember) Stall()         { m.stall.want.Store(true) }
-func (m *kgoMember) Stalled() bool  { return m.stall.in.Load() }
-func (m *kgoMember) Unstall() error { return m.stall.unstall() }
-
 func (m *kgoMember) Leave() {
 	m.once.Do(func() {
 		m.stopPoll()
@@ -695,14 +705,8 @@ func (m *kgoMember) Kill() {
 // after each batch it drains from a claim. Sarama blocks a rebalance until
 // ConsumeClaim returns, so it too never commits a partition it lost.
 type saramaMember struct {
-	t      testing.TB
-	name   string
+	memberState
 	group  sarama.ConsumerGroup
-	dialer *cutDialer
-	ledger *ledger
-	owned  owned
-	stall  *stall
-	dead   atomic.Bool
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -711,7 +715,7 @@ type saramaMember struct {
 
 func startSaramaMember(t testing.TB, addr, group, topic, name string, strategy sarama.BalanceStrategy, l *ledger, configure func(*sarama.Config)) *saramaMember {
 	t.Helper()
-	m := &saramaMember{t: t, name: name, dialer: &cutDialer{}, ledger: l, stall: newStall(), done: make(chan struct{})}
+	m := &saramaMember{memberState: newMemberState(t, name, l), done: make(chan struct{})}
 	cfg := sarama.NewConfig()
 	cfg.Version = sarama.V3_6_0_0
 	cfg.ClientID = name
@@ -827,12 +831,6 @@ func (h saramaHandler) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama.
 		m.ledger.committed(m.name, map[int32]int64{claim.Partition(): batch[len(batch)-1].Offset + 1})
 	}
 }
-
-func (m *saramaMember) Name() string   { return m.name }
-func (m *saramaMember) Owned() []int32 { return m.owned.list() }
-func (m *saramaMember) Stall()         { m.stall.want.Store(true) }
-func (m *saramaMember) Stalled() bool  { return m.stall.in.Load() }
-func (m *saramaMember) Unstall() error { return m.stall.unstall() }
 
 func (m *saramaMember) Leave() {
 	m.once.Do(func() {
