@@ -63,7 +63,7 @@ func (b *Broker) findCoordinator(keyType int8, key string, c *kmsg.FindCoordinat
 	if err := b.ensureOffsetsTopic(); err != nil {
 		return fmt.Errorf("%w: creating __consumer_offsets: %v", kerr.CoordinatorNotAvailable, err)
 	}
-	br, err := b.coordinatorFor(b.offsetsTopicPartition(key))
+	br, err := b.coordinatorFor(b.groups.HashPartition(key))
 	if err != nil {
 		return err
 	}

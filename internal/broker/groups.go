@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -179,7 +180,7 @@ func (b *Broker) ensureOffsetsTopic() error {
 		ReplicationFactor: max(rf, 1),
 		Configs:           map[string]*string{"cleanup.policy": &compact, "segment.bytes": &segment},
 	}}, false)[0]
-	if res.Err != nil && !errorIs(res.Err, kerr.TopicAlreadyExists) {
+	if res.Err != nil && !errors.Is(res.Err, kerr.TopicAlreadyExists) {
 		return res.Err
 	}
 	if res.Err == nil {
@@ -259,10 +260,6 @@ func (b *Broker) handleConsumerGroupHeartbeat(ctx context.Context, c *wire.Conn,
 func (b *Broker) handleConsumerGroupDescribe(_ context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
 	return respond(b.groups.ConsumerGroupDescribe(req.Body.(*kmsg.ConsumerGroupDescribeRequest)))
 }
-
-// offsetsTopicPartition is the __consumer_offsets partition a group id
-// hashes to.
-func (b *Broker) offsetsTopicPartition(groupID string) int32 { return b.groups.HashPartition(groupID) }
 
 // coordinatorFor returns the broker coordinating partition p of
 // __consumer_offsets, or an error Kafka would answer FindCoordinator with.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -81,9 +80,4 @@ func errorMessage(err error) *string {
 	return &s
 }
 
-// errorIs reports whether err carries the Kafka error target.
-func errorIs(err error, target *kerr.Error) bool { return errors.Is(err, target) }
-
 func itoa(v int32) string { return strconv.Itoa(int(v)) }
-
-func timeFromMillis(ms int64) time.Time { return time.UnixMilli(ms) }

@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -95,7 +97,7 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 				// oldest record not yet consumed.
 				p.Log().ScanBatchHeaders(o.Offset, func(h record.Header, _ int64) bool {
 					if h.LastOffset() >= o.Offset {
-						seconds = max(now.Sub(timeFromMillis(h.BaseTimestamp)).Seconds(), 0)
+						seconds = max(now.Sub(time.UnixMilli(h.BaseTimestamp)).Seconds(), 0)
 						return false
 					}
 					return true
