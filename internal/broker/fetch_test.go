@@ -207,11 +207,12 @@ func TestCloseAnswersLongPolls(t *testing.T) {
 	b := startBroker(t, map[string]string{"shutdown.timeout.ms": "60000"})
 	createTopic(t, newAdmin(t, b.Addr()), "idle", 1, nil)
 	consumer := newClient(t, b.Addr(), kgo.ConsumeTopics("idle"), kgo.FetchMaxWait(time.Minute))
-	go consumer.PollFetches(testContext(t))
+	ctx := testContext(t)
+	go consumer.PollFetches(ctx)
 	// Wait until the fetch is parked: the partition has a watcher.
 	p, _ := b.partition("idle", 0)
 	for !p.Watched() {
-		if testContext(t).Err() != nil {
+		if ctx.Err() != nil {
 			t.Fatal("the fetch never parked")
 		}
 		time.Sleep(time.Millisecond)
