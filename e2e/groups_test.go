@@ -11,6 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/strata-io/strata/internal/testutil/poll"
 )
 
 // TestGroupsSurviveKillNine has three groups — payment (range), inventory
@@ -54,7 +56,7 @@ func TestGroupsSurviveKillNine(t *testing.T) {
 		t.Fatalf("committing for the idle group: %v %v", err, resp.Error())
 	}
 	for group, l := range ledgers {
-		waitUntil(t, 20*time.Second, group+" to commit on every partition", func() bool {
+		poll.Until(t, 20*time.Second, group+" to commit on every partition", func() bool {
 			return len(l.lastCommit()) == 4 && l.readCount() > 200
 		})
 	}
@@ -69,7 +71,7 @@ func TestGroupsSurviveKillNine(t *testing.T) {
 
 	// The groups are all there.
 	var listed kadm.ListedGroups
-	waitUntil(t, 20*time.Second, "ListGroups to answer with every group", func() bool {
+	poll.Until(t, 20*time.Second, "ListGroups to answer with every group", func() bool {
 		var err error
 		listed, err = adm.ListGroups(ctx)
 		return err == nil && len(listed) == 4
@@ -123,11 +125,11 @@ func TestGroupsSurviveKillNine(t *testing.T) {
 	// The consumers go on.
 	for group, l := range ledgers {
 		before := l.readCount()
-		waitUntil(t, 30*time.Second, group+" to read after the restart", func() bool { return l.readCount() > before+200 })
+		poll.Until(t, 30*time.Second, group+" to read after the restart", func() bool { return l.readCount() > before+200 })
 	}
 	end := producer.stop(t, adm)
 	for group, l := range ledgers {
-		waitUntil(t, 30*time.Second, group+" to read every record", func() bool { return l.covers(end) })
+		poll.Until(t, 30*time.Second, group+" to read every record", func() bool { return l.covers(end) })
 		repeats := l.check(t, group, end)
 		t.Logf("%s: %d records read, %d of them again (uncommitted when the broker died)", group, l.readCount(), repeats)
 	}
@@ -367,16 +369,4 @@ func (p *producer) stop(t *testing.T, adm *kadm.Client) map[int32]int64 {
 		t.Errorf("the topic holds %d records, %d were produced", total, p.next.Load())
 	}
 	return end
-}
-
-// waitUntil polls cond until it holds or d passes.
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/strata-io/strata/internal/testutil/poll"
 )
 
 // tourBlocks returns the shell blocks of the README's five-minute tour.
@@ -94,17 +96,10 @@ func TestREADMETour(t *testing.T) {
 	p.startIn(dir)
 	t.Cleanup(p.kill)
 	// The listener accepts connections a moment before start-up ends.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	poll.Until(t, 30*time.Second, "the zero-configuration start to write ./strata-data/meta.properties", func() bool {
 		_, err := os.Stat(filepath.Join(dir, "strata-data", "meta.properties"))
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("zero-configuration start did not write ./strata-data/meta.properties: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err == nil
+	})
 
 	run := func(line string) {
 		t.Helper()

@@ -156,18 +156,6 @@ func newTopic(t *testing.T, partitions int, extra ...string) string {
 	return name
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // deadAddr is a loopback address where nothing listens.
 func deadAddr(t *testing.T) string {
 	t.Helper()

@@ -10,6 +10,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-io/strata/internal/testutil/poll"
 )
 
 // needsGroups skips a test when the node answers that it does not support
@@ -137,7 +139,7 @@ func TestGroupConsumeDescribeSeekDelete(t *testing.T) {
 
 	// While a member is active: describe shows it; seek and delete refuse.
 	stop := member(t, group, topic)
-	eventually(t, "the member to be assigned both partitions", func() bool {
+	poll.Until(t, 20*time.Second, "the member to be assigned both partitions", func() bool {
 		d := describeGroup(t, group)
 		return d.State == "Stable" && len(d.Members) == 1 && slices.Equal(d.Members[0].Assignments[topic], []int32{0, 1})
 	})
@@ -159,7 +161,7 @@ func TestGroupConsumeDescribeSeekDelete(t *testing.T) {
 	fails(t, fmt.Sprintf("group %q has 1 active members", group), "group", "seek", group, "--to", "start")
 	fails(t, "the group has active members", "group", "delete", group)
 	stop()
-	eventually(t, "the group to empty", func() bool { return describeGroup(t, group).State == "Empty" })
+	poll.Until(t, 20*time.Second, "the group to empty", func() bool { return describeGroup(t, group).State == "Empty" })
 
 	seek := okJSON[[]seekResult](t, "", "group", "seek", group, "--to", "start")
 	if len(seek) != 2 || seek[0].From != 3 || seek[0].To != 0 || seek[1].To != 0 {

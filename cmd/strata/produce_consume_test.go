@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/strata-io/strata/internal/testutil/poll"
 )
 
 func TestProduceConsumeRoundTrip(t *testing.T) {
@@ -154,7 +156,7 @@ func TestConsumeFromEnd(t *testing.T) {
 		done <- execute(ctx, "", "topic", "consume", topic, "--offset", "end", "--num", "1", "--brokers", brokerAddr)
 	}()
 	var r result
-	eventually(t, "the consumer to print a new record", func() bool {
+	poll.Until(t, 20*time.Second, "the consumer to print a new record", func() bool {
 		select {
 		case r = <-done:
 			return true

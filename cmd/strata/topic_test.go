@@ -5,6 +5,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/strata-io/strata/internal/testutil/poll"
 )
 
 func describeOne(t *testing.T, topic string, extra ...string) topicDescription {
@@ -75,7 +78,7 @@ func TestTopicCreateListDescribeDelete(t *testing.T) {
 	if out := ok(t, "", "topic", "delete", name); strings.TrimSpace(out) != "deleted "+name {
 		t.Fatalf("delete: %q", out)
 	}
-	eventually(t, "the topic to disappear", func() bool {
+	poll.Until(t, 20*time.Second, "the topic to disappear", func() bool {
 		return !strings.Contains(ok(t, "", "topic", "list"), name)
 	})
 	fails(t, `unknown topic "`+name+`"`, "topic", "describe", name)
@@ -122,7 +125,7 @@ func TestTopicAddPartitions(t *testing.T) {
 	if out := ok(t, "", "topic", "add-partitions", name, "-n", "3"); !strings.Contains(out, "added 3 partitions to "+name) {
 		t.Fatalf("add-partitions: %q", out)
 	}
-	eventually(t, "5 partitions", func() bool { return len(describeOne(t, name).Partitions) == 5 })
+	poll.Until(t, 20*time.Second, "5 partitions", func() bool { return len(describeOne(t, name).Partitions) == 5 })
 	fails(t, "--num must be at least 1", "topic", "add-partitions", name, "-n", "0")
 	fails(t, `required flag(s) "num" not set`, "topic", "add-partitions", name)
 	fails(t, `unknown topic "no-such-topic"`, "topic", "add-partitions", "no-such-topic", "-n", "1")

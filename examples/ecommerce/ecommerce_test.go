@@ -22,6 +22,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strata-io/strata"
+
+	"github.com/strata-io/strata/internal/testutil/poll"
 )
 
 // The programs under test, built once per test binary.
@@ -152,23 +154,6 @@ func readOrders(t *testing.T, path string) map[string]int {
 	return seen
 }
 
-// waitFor polls cond every few milliseconds until it holds or timeout
-// passes; cond says where things stand for the failure message.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, status := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s: %s", timeout, what, status)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func freeAddr(t *testing.T) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -183,7 +168,7 @@ func postOrder(t *testing.T, addr, customer string) string {
 	t.Helper()
 	body := `{"customer":"` + customer + `","items":[{"sku":"BOOK-1","quantity":2,"price_cents":1299}]}`
 	var resp *http.Response
-	waitFor(t, 20*time.Second, "POST /orders to answer", func() (bool, string) {
+	poll.UntilStatus(t, 20*time.Second, "POST /orders to answer", func() (bool, string) {
 		var err error
 		resp, err = http.Post("http://"+addr+"/orders", "application/json", strings.NewReader(body))
 		return err == nil, fmt.Sprint(err)
@@ -262,7 +247,7 @@ func TestCheckoutSurvivesNotificationCrash(t *testing.T) {
 	// Kill the notification service once it is well into the stream and
 	// has committed, so the restart has an offset to resume from.
 	admin := adminClient(t, node.Addr())
-	waitFor(t, 30*time.Second, "the notification service to e-mail 100 orders and commit", func() (bool, string) {
+	poll.UntilStatus(t, 30*time.Second, "the notification service to e-mail 100 orders and commit", func() (bool, string) {
 		n := len(readOrders(t, out("notification")))
 		committed := committedRecords(t, admin, "notification")
 		return n >= 100 && committed > 0, fmt.Sprintf("%d e-mails, %d records committed", n, committed)
@@ -276,7 +261,7 @@ func TestCheckoutSurvivesNotificationCrash(t *testing.T) {
 	t.Logf("SIGKILL notification after %d e-mails, %d of %d generated orders placed", emailedAtKill, placedAtKill, generated)
 
 	// Checkout does not notice: orders keep being accepted.
-	waitFor(t, 30*time.Second, "orders to keep arriving with notification down", func() (bool, string) {
+	poll.UntilStatus(t, 30*time.Second, "orders to keep arriving with notification down", func() (bool, string) {
 		n := len(readOrders(t, out("orders")))
 		return n >= placedAtKill+100 || n == generated, fmt.Sprintf("%d orders", n)
 	})
@@ -294,7 +279,7 @@ func TestCheckoutSurvivesNotificationCrash(t *testing.T) {
 		t.Fatalf("%d orders placed, want %d", len(want), generated+httpOrders)
 	}
 	for _, name := range []string{"payment", "inventory", "notification", "fulfillment"} {
-		waitFor(t, 45*time.Second, name+" to handle every order", func() (bool, string) {
+		poll.UntilStatus(t, 45*time.Second, name+" to handle every order", func() (bool, string) {
 			n := len(readOrders(t, out(name)))
 			return n >= len(want), fmt.Sprintf("%d of %d orders", n, len(want))
 		})

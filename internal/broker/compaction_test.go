@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strata-io/strata/internal/record"
+	"github.com/strata-io/strata/internal/testutil/poll"
 )
 
 // cleanerSettings run the log cleaner every 50ms.
@@ -58,7 +59,7 @@ func TestCompactedTopicKeepsTheLatestValuePerKey(t *testing.T) {
 		}
 	}
 	written := p.Log().Size()
-	waitFor(t, 30*time.Second, "the cleaner to clean past the last update", func() bool {
+	poll.Until(t, 30*time.Second, "the cleaner to clean past the last update", func() bool {
 		return p.Log().CleanerCheckpoint() > lastUpdate
 	})
 	if size := p.Log().Size(); size > written/5 {
@@ -133,7 +134,7 @@ func TestConsumerOffsetsAreCompacted(t *testing.T) {
 	}
 	records := p.Log().LogEndOffset()
 	written := p.Log().Size()
-	waitFor(t, 30*time.Second, "__consumer_offsets to be cleaned", func() bool {
+	poll.Until(t, 30*time.Second, "__consumer_offsets to be cleaned", func() bool {
 		return p.Log().CleanerCheckpoint() > 0 && p.Log().Size() < written/4
 	})
 

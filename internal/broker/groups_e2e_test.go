@@ -17,6 +17,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/strata-io/strata/internal/testutil/poll"
 )
 
 // Consumer-group tests with real clients end to end (issue 4's Tests):
@@ -850,18 +852,6 @@ func (m *saramaMember) Kill() {
 	})
 }
 
-// waitFor polls cond until it holds or d passes.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // partitionsOwned is the union of the members' own views, and whether no
 // partition is owned twice.
 func partitionsOwned(members []member) (map[int32]string, bool) {
@@ -1092,7 +1082,7 @@ func TestGroupMemberKilledWithoutLeaving(t *testing.T) {
 					victim = m
 				}
 			}
-			waitFor(t, 10*time.Second, victim.Name()+" to read", func() bool { return l.readCount(victim.Name()) > 20 })
+			poll.Until(t, 10*time.Second, victim.Name()+" to read", func() bool { return l.readCount(victim.Name()) > 20 })
 			var survivors []member
 			for _, m := range members {
 				if m != victim {
@@ -1101,7 +1091,7 @@ func TestGroupMemberKilledWithoutLeaving(t *testing.T) {
 			}
 			// The victim dies with records read and not committed.
 			victim.Stall()
-			waitFor(t, 10*time.Second, victim.Name()+" to stall", victim.Stalled)
+			poll.Until(t, 10*time.Second, victim.Name()+" to stall", victim.Stalled)
 			moved := victim.Owned()
 			killed := time.Now()
 			victim.Kill()
@@ -1116,9 +1106,9 @@ func TestGroupMemberKilledWithoutLeaving(t *testing.T) {
 				t.Errorf("partitions moved %v after the kill; want under %v", took, limit)
 			}
 			before := l.readCount("")
-			waitFor(t, 10*time.Second, "records after the move", func() bool { return l.readCount("") > before+100 })
+			poll.Until(t, 10*time.Second, "records after the move", func() bool { return l.readCount("") > before+100 })
 			end := producer.stopAndWait(adm)
-			waitFor(t, 20*time.Second, "every record to be read", func() bool { return l.covers(end) })
+			poll.Until(t, 20*time.Second, "every record to be read", func() bool { return l.covers(end) })
 			repeats := l.check(t, end)
 			tail := l.uncommittedTail(victim.Name())
 			t.Logf("%d records, %d read again; %s's uncommitted tail was %d", producer.produced(), repeats, victim.Name(), tail)
@@ -1153,10 +1143,10 @@ func TestGroupLeaderKilledDuringRebalance(t *testing.T) {
 			waitSettled(t, adm, group, v.kip848, 6, []member{leader}, 20*time.Second)
 			other := start(t, "b", l)
 			waitSettled(t, adm, group, v.kip848, 6, []member{leader, other}, 20*time.Second)
-			waitFor(t, 10*time.Second, "both to read", func() bool { return l.readCount("a") > 20 && l.readCount("b") > 20 })
+			poll.Until(t, 10*time.Second, "both to read", func() bool { return l.readCount("a") > 20 && l.readCount("b") > 20 })
 
 			leader.Stall()
-			waitFor(t, 10*time.Second, "the leader to stall", leader.Stalled)
+			poll.Until(t, 10*time.Second, "the leader to stall", leader.Stalled)
 			killed := time.Now()
 			newcomer := start(t, "c", l)
 			leader.Kill()
@@ -1166,9 +1156,9 @@ func TestGroupLeaderKilledDuringRebalance(t *testing.T) {
 				t.Errorf("the group settled %v after the kill; want under %v", took, limit)
 			}
 			before := l.readCount("")
-			waitFor(t, 10*time.Second, "records after the rebalance", func() bool { return l.readCount("") > before+100 })
+			poll.Until(t, 10*time.Second, "records after the rebalance", func() bool { return l.readCount("") > before+100 })
 			end := producer.stopAndWait(adm)
-			waitFor(t, 20*time.Second, "every record to be read", func() bool { return l.covers(end) })
+			poll.Until(t, 20*time.Second, "every record to be read", func() bool { return l.covers(end) })
 			repeats := l.check(t, end)
 			tail := l.uncommittedTail("a")
 			t.Logf("%d records, %d read again; the leader's uncommitted tail was %d", producer.produced(), repeats, tail)
@@ -1213,12 +1203,12 @@ func TestGroupMemberStopsPolling(t *testing.T) {
 			stalled := start(t, "stalled", l)
 			waitSettled(t, adm, group, v.kip848, 4, []member{stalled}, 20*time.Second)
 			stalled.Stall()
-			waitFor(t, 10*time.Second, "the member to stall", stalled.Stalled)
+			poll.Until(t, 10*time.Second, "the member to stall", stalled.Stalled)
 			joined := time.Now()
 			newcomer := start(t, "newcomer", l)
 			// The stalled member still believes it owns its partitions, so
 			// watch the newcomer and the broker.
-			waitFor(t, 20*time.Second, "the stalled member to be removed", func() bool {
+			poll.Until(t, 20*time.Second, "the stalled member to be removed", func() bool {
 				return len(newcomer.Owned()) == 4 && brokerMembers(t, adm, group, v.kip848) == 1
 			})
 			took := time.Since(joined)
@@ -1234,9 +1224,9 @@ func TestGroupMemberStopsPolling(t *testing.T) {
 				t.Logf("the removed member's commit was refused: %v", err)
 			}
 			before := l.readCount("newcomer")
-			waitFor(t, 10*time.Second, "records after the removal", func() bool { return l.readCount("newcomer") > before+100 })
+			poll.Until(t, 10*time.Second, "records after the removal", func() bool { return l.readCount("newcomer") > before+100 })
 			end := producer.stopAndWait(adm)
-			waitFor(t, 20*time.Second, "every record to be read", func() bool { return l.covers(end) })
+			poll.Until(t, 20*time.Second, "every record to be read", func() bool { return l.covers(end) })
 			repeats := l.check(t, end)
 			t.Logf("%d records, %d read again, all by or after the stalled member", producer.produced(), repeats)
 			if n := l.repeatsWithout("stalled"); n != 0 {
@@ -1283,17 +1273,17 @@ func TestGroupsReadIndependently(t *testing.T) {
 	waitSettled(t, adm, "payment", false, 4, []member{p1, p2}, 20*time.Second)
 	waitSettled(t, adm, "inventory", true, 4, []member{inv}, 20*time.Second)
 	waitSettled(t, adm, "notification", false, 4, []member{n1}, 20*time.Second)
-	waitFor(t, 10*time.Second, "notification to read", func() bool { return notification.readCount("") > 100 })
+	poll.Until(t, 10*time.Second, "notification to read", func() bool { return notification.readCount("") > 100 })
 
 	// It dies with records read and not committed.
 	n1.Stall()
-	waitFor(t, 10*time.Second, "notification to stall", n1.Stalled)
+	poll.Until(t, 10*time.Second, "notification to stall", n1.Stalled)
 	n1.Kill()
 	readAtKill := notification.readCount("")
 	paymentAtKill, inventoryAtKill := payment.readCount(""), inventory.readCount("")
 	ctx := testContext(t)
 	// Records keep arriving and the other groups keep reading them.
-	waitFor(t, 10*time.Second, "payment and inventory to go on", func() bool {
+	poll.Until(t, 10*time.Second, "payment and inventory to go on", func() bool {
 		return payment.readCount("") > paymentAtKill+200 && inventory.readCount("") > inventoryAtKill+200
 	})
 	if n := notification.readCount(""); n != readAtKill {
@@ -1315,7 +1305,7 @@ func TestGroupsReadIndependently(t *testing.T) {
 	waitSettled(t, adm, "notification", false, 4, []member{n2}, 20*time.Second)
 	end := producer.stopAndWait(adm)
 	for name, l := range map[string]*ledger{"payment": payment, "inventory": inventory, "notification": notification} {
-		waitFor(t, 20*time.Second, name+" to read every record", func() bool { return l.covers(end) })
+		poll.Until(t, 20*time.Second, name+" to read every record", func() bool { return l.covers(end) })
 	}
 	if r := payment.check(t, end); r != 0 {
 		t.Errorf("payment read %d records twice", r)
@@ -1361,7 +1351,7 @@ func TestGroupRebalanceGap(t *testing.T) {
 			l := &ledger{}
 			a := startKgoMember(t, b.Addr(), group, "orders", "a", f, l)
 			waitSettled(t, adm, group, f.kip848, 6, []member{a}, 20*time.Second)
-			waitFor(t, 10*time.Second, "a to read", func() bool { return l.readCount("a") > 50 })
+			poll.Until(t, 10*time.Second, "a to read", func() bool { return l.readCount("a") > 50 })
 
 			from := time.Now()
 			joiner := startKgoMember(t, b.Addr(), group, "orders", "b", f, l)
@@ -1370,7 +1360,7 @@ func TestGroupRebalanceGap(t *testing.T) {
 			joiner.Leave()
 			waitSettled(t, adm, group, f.kip848, 6, []member{a}, 20*time.Second)
 			settledAt := l.readCount("a")
-			waitFor(t, 10*time.Second, "a to read after the rebalances", func() bool { return l.readCount("a") > settledAt+50 })
+			poll.Until(t, 10*time.Second, "a to read after the rebalances", func() bool { return l.readCount("a") > settledAt+50 })
 			to := time.Now()
 
 			gap, n := l.longestGap("a", kept, from, to)
@@ -1380,7 +1370,7 @@ func TestGroupRebalanceGap(t *testing.T) {
 				t.Errorf("partitions that did not move went %v without records; want under the session timeout %v", gap, testSessionTimeout)
 			}
 			end := producer.stopAndWait(adm)
-			waitFor(t, 20*time.Second, "every record to be read", func() bool { return l.covers(end) })
+			poll.Until(t, 20*time.Second, "every record to be read", func() bool { return l.covers(end) })
 			if r := l.check(t, end); r != 0 {
 				t.Errorf("%d records read twice without any member dying", r)
 			}
@@ -1410,7 +1400,7 @@ func TestGroupAdmin(t *testing.T) {
 	waitSettled(t, adm, "active", false, 3, []member{classicMember}, 20*time.Second)
 	waitSettled(t, adm, "active848", true, 3, []member{consumerMember}, 20*time.Second)
 	for name, l := range map[string]*ledger{"active": classic, "active848": consumer} {
-		waitFor(t, 10*time.Second, name+" to commit everything", func() bool {
+		poll.Until(t, 10*time.Second, name+" to commit everything", func() bool {
 			last := l.lastCommit(name + "-1")
 			return last[0] == end[0] && last[1] == end[1] && last[2] == end[2]
 		})
@@ -1540,7 +1530,7 @@ func TestGroupAdmin(t *testing.T) {
 	// Once their members leave, the groups are Empty and can be deleted.
 	classicMember.Leave()
 	consumerMember.Leave()
-	waitFor(t, 10*time.Second, "both groups to be empty", func() bool { return len(list("Empty")) == 2 })
+	poll.Until(t, 10*time.Second, "both groups to be empty", func() bool { return len(list("Empty")) == 2 })
 	deletedGroups, err = adm.DeleteGroups(ctx, "active", "active848")
 	if err != nil || deletedGroups.Error() != nil {
 		t.Fatalf("deleting empty groups: %v %v", err, deletedGroups.Error())

@@ -1,10 +1,13 @@
 package broker
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/strata-io/strata/internal/testutil/poll"
 )
 
 // TestRetentionRunsInTheBroker writes records two days old into a topic
@@ -22,19 +25,15 @@ func TestRetentionRunsInTheBroker(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for {
+	// Everything but the active segment goes.
+	p, _ := b.partition("short-lived", 0)
+	poll.UntilStatus(t, 30*time.Second, "retention to delete the old segments", func() (bool, string) {
 		starts, err := adm.ListStartOffsets(ctx, "short-lived")
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Everything but the active segment goes.
-		p, _ := b.partition("short-lived", 0)
-		if o, _ := starts.Lookup("short-lived", 0); o.Offset > 0 && p.Log().NumSegments() == 1 {
-			return
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("retention left the log start at %d with %d segments", starts["short-lived"][0].Offset, p.Log().NumSegments())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		o, _ := starts.Lookup("short-lived", 0)
+		n := p.Log().NumSegments()
+		return o.Offset > 0 && n == 1, fmt.Sprintf("log start %d, %d segments", o.Offset, n)
+	})
 }

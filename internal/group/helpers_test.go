@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-io/strata/internal/record"
+	"github.com/strata-io/strata/internal/testutil/poll"
 )
 
 // fakeClock is a Clock the test advances; due functions run synchronously
@@ -282,13 +283,7 @@ func (h *harness) shard(group string, fn func(s *shard)) {
 // eventually polls cond until it holds or five seconds pass.
 func (h *harness) eventually(what string, cond func() bool) {
 	h.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			h.t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	poll.Until(h.t, 5*time.Second, what, cond)
 }
 
 // idle waits until every shard's write queue is drained.

@@ -10,6 +10,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-io/strata/internal/testutil/poll"
 )
 
 // TestFranzGo drives the server with a real client: franz-go must parse our
@@ -95,7 +97,7 @@ func TestFranzGo(t *testing.T) {
 						t.Errorf("partition %d: values %q, want %q", p.Partition, got, want[p.Partition])
 					}
 				}
-				waitFor(t, "Done for every response", func() bool { return h.done.Load() == h.handled.Load() })
+				poll.Until(t, 10*time.Second, "Done for every response", func() bool { return h.done.Load() == h.handled.Load() })
 			})
 		}
 	}

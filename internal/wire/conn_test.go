@@ -12,6 +12,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-io/strata/internal/testutil/poll"
 )
 
 func metadataRequest(version int16) *kmsg.MetadataRequest {
@@ -92,7 +94,7 @@ func TestDeferredKeepsOrder(t *testing.T) {
 		reqs = append(reqs, req)
 	}
 	c.write(batch)
-	waitFor(t, "all requests handled", func() bool {
+	poll.Until(t, 10*time.Second, "all requests handled", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(handled) == 30
@@ -180,7 +182,7 @@ func TestLargeFrameGrowsAsItArrives(t *testing.T) {
 	c.write(binary.BigEndian.AppendUint32(nil, DefaultMaxRequestSize))
 	c.write(make([]byte, 3<<20))
 	c.conn.Close()
-	waitFor(t, "the connection to close", func() bool { return srv.Stats().ConnectionsClosed == 1 })
+	poll.Until(t, 10*time.Second, "the connection to close", func() bool { return srv.Stats().ConnectionsClosed == 1 })
 	runtime.ReadMemStats(&after)
 	if grew := after.TotalAlloc - before.TotalAlloc; grew > 32<<20 {
 		t.Errorf("%d bytes allocated for a 3 MiB partial frame", grew)
@@ -411,7 +413,7 @@ func TestShutdown(t *testing.T) {
 	busy.f = kmsg.NewRequestFormatter(kmsg.FormatterClientID("slow"))
 	req := metadataRequest(7)
 	corr := busy.send(req)
-	waitFor(t, "the request to be handled", func() bool { return h.handled.Load() == 1 })
+	poll.Until(t, 10*time.Second, "the request to be handled", func() bool { return h.handled.Load() == 1 })
 
 	done := make(chan error, 1)
 	go func() { done <- srv.Shutdown(context.Background()) }()
@@ -442,14 +444,14 @@ func TestShutdownTimesOut(t *testing.T) {
 	srv := startServer(t, h)
 	c := dial(t, srv.addr)
 	c.send(metadataRequest(7))
-	waitFor(t, "the request to be handled", func() bool { return h.handled.Load() == 1 })
+	poll.Until(t, 10*time.Second, "the request to be handled", func() bool { return h.handled.Load() == 1 })
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := srv.Shutdown(ctx); err != context.Canceled {
 		t.Fatalf("Shutdown = %v", err)
 	}
 	c.expectClosed()
-	waitFor(t, "the connection to finish", func() bool { return srv.Stats().ConnectionsClosed == 1 })
+	poll.Until(t, 10*time.Second, "the connection to finish", func() bool { return srv.Stats().ConnectionsClosed == 1 })
 }
 
 // TestIdleTimeout: an idle connection is closed; one waiting for its own
@@ -497,7 +499,7 @@ func TestObserve(t *testing.T) {
 	b, corr := c.encode(req)
 	c.write(b)
 	c.read(req, corr)
-	waitFor(t, "an observation", func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) == 1 })
+	poll.Until(t, 10*time.Second, "an observation", func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) == 1 })
 	o := seen[0]
 	if o.Key != 3 || o.Version != 12 || o.ClientID != "raw" || o.RequestBytes != len(b)-4 || o.ResponseBytes < 8 || o.Err != nil {
 		t.Fatalf("observation %+v", o)

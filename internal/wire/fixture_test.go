@@ -159,18 +159,6 @@ func startServer(t testing.TB, h Handler, configure ...func(*Config)) *testServe
 	return &testServer{Server: s, addr: l.Addr().String(), logs: logs}
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond) // a poll interval, not a wait for an event
-	}
-}
-
 // rawClient speaks the Kafka framing by hand over one connection, so tests
 // control exactly what is sent.
 type rawClient struct {
