@@ -168,7 +168,7 @@ func New(opts Options) (*Broker, error) {
 		b.abort()
 		return nil, err
 	}
-	b.controller, err = controller.Open(controller.Config{
+	b.controller, err = controller.Open(b.ctx, controller.Config{
 		NodeID:                   b.nodeID,
 		ClusterID:                cfg.String("cluster.id"),
 		DefaultPartitions:        int32(cfg.Int("num.partitions")),
@@ -180,11 +180,15 @@ func New(opts Options) (*Broker, error) {
 		b.abort()
 		return nil, err
 	}
-	if err := b.controller.RegisterBroker(b.advertised.Host, b.advertised.Port, cfg.String("broker.rack")); err != nil {
+	if err := b.controller.RegisterBroker(b.ctx, b.advertised.Host, b.advertised.Port, cfg.String("broker.rack")); err != nil {
 		b.abort()
 		return nil, err
 	}
-	b.producerIDs = producer.NewIDAllocator(controller.ProducerIDBlockSize, b.controller.AllocateProducerIDs)
+	b.producerIDs = producer.NewIDAllocator(controller.ProducerIDBlockSize, func() (int64, error) {
+		ctx, cancel := context.WithTimeout(b.ctx, controllerRequestTimeout)
+		defer cancel()
+		return b.controller.AllocateProducerIDs(ctx)
+	})
 	if err := b.writeMetaProperties(); err != nil {
 		b.abort()
 		return nil, err
@@ -204,8 +208,16 @@ func New(opts Options) (*Broker, error) {
 	return b, nil
 }
 
+// controllerRequestTimeout bounds a metadata change that no client
+// request's timeout bounds (producer-id blocks, __consumer_offsets, topics
+// auto-created by Metadata): Kafka's request.timeout.ms default.
+const controllerRequestTimeout = 30 * time.Second
+
 // abort releases what New opened before failing.
 func (b *Broker) abort() {
+	if b.controller != nil {
+		b.controller.Close()
+	}
 	if b.listener != nil {
 		b.listener.Close()
 	}
@@ -340,6 +352,7 @@ func (b *Broker) Close() error {
 		}
 	}
 	b.partitionsMu.RUnlock()
+	b.controller.Close()
 	err := b.logs.Close()
 	b.logger.Info("broker stopped", "duration", time.Since(start).Round(time.Millisecond), "err", err)
 	return err

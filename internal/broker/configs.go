@@ -196,38 +196,42 @@ func (b *Broker) brokerConfigEntries(img *metadata.Image, name string) ([]config
 	return out, nil
 }
 
-func (b *Broker) handleAlterConfigs(_ context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
+func (b *Broker) handleAlterConfigs(ctx context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
 	r := req.Body.(*kmsg.AlterConfigsRequest)
-	resp := r.ResponseKind().(*kmsg.AlterConfigsResponse)
-	for _, res := range r.Resources {
-		sr := kmsg.NewAlterConfigsResponseResource()
-		sr.ResourceType, sr.ResourceName = res.ResourceType, res.ResourceName
-		var changes []controller.ConfigChange
-		for _, c := range res.Configs {
-			changes = append(changes, controller.ConfigChange{Name: c.Name, Value: c.Value})
+	return b.deferController(ctx, 0, func(ctx context.Context) kmsg.Response {
+		resp := r.ResponseKind().(*kmsg.AlterConfigsResponse)
+		for _, res := range r.Resources {
+			sr := kmsg.NewAlterConfigsResponseResource()
+			sr.ResourceType, sr.ResourceName = res.ResourceType, res.ResourceName
+			var changes []controller.ConfigChange
+			for _, c := range res.Configs {
+				changes = append(changes, controller.ConfigChange{Name: c.Name, Value: c.Value})
+			}
+			err := b.alterConfigs(ctx, res.ResourceType, res.ResourceName, changes, true, r.ValidateOnly)
+			sr.ErrorCode, sr.ErrorMessage = errorCode(err), errorMessage(err)
+			resp.Resources = append(resp.Resources, sr)
 		}
-		err := b.alterConfigs(res.ResourceType, res.ResourceName, changes, true, r.ValidateOnly)
-		sr.ErrorCode, sr.ErrorMessage = errorCode(err), errorMessage(err)
-		resp.Resources = append(resp.Resources, sr)
-	}
-	return respond(resp)
+		return resp
+	})
 }
 
-func (b *Broker) handleIncrementalAlterConfigs(_ context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
+func (b *Broker) handleIncrementalAlterConfigs(ctx context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
 	r := req.Body.(*kmsg.IncrementalAlterConfigsRequest)
-	resp := r.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
-	img := b.image.Load()
-	for _, res := range r.Resources {
-		sr := kmsg.NewIncrementalAlterConfigsResponseResource()
-		sr.ResourceType, sr.ResourceName = res.ResourceType, res.ResourceName
-		changes, err := b.incrementalChanges(img, res)
-		if err == nil {
-			err = b.alterConfigs(res.ResourceType, res.ResourceName, changes, false, r.ValidateOnly)
+	return b.deferController(ctx, 0, func(ctx context.Context) kmsg.Response {
+		resp := r.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
+		img := b.image.Load()
+		for _, res := range r.Resources {
+			sr := kmsg.NewIncrementalAlterConfigsResponseResource()
+			sr.ResourceType, sr.ResourceName = res.ResourceType, res.ResourceName
+			changes, err := b.incrementalChanges(img, res)
+			if err == nil {
+				err = b.alterConfigs(ctx, res.ResourceType, res.ResourceName, changes, false, r.ValidateOnly)
+			}
+			sr.ErrorCode, sr.ErrorMessage = errorCode(err), errorMessage(err)
+			resp.Resources = append(resp.Resources, sr)
 		}
-		sr.ErrorCode, sr.ErrorMessage = errorCode(err), errorMessage(err)
-		resp.Resources = append(resp.Resources, sr)
-	}
-	return respond(resp)
+		return resp
+	})
 }
 
 // incrementalChanges turns set/delete/append/subtract operations into
@@ -282,7 +286,7 @@ func (b *Broker) incrementalChanges(img *metadata.Image, res kmsg.IncrementalAlt
 	return changes, nil
 }
 
-func (b *Broker) alterConfigs(rt kmsg.ConfigResourceType, name string, changes []controller.ConfigChange, replace, validateOnly bool) error {
+func (b *Broker) alterConfigs(ctx context.Context, rt kmsg.ConfigResourceType, name string, changes []controller.ConfigChange, replace, validateOnly bool) error {
 	var t int8
 	switch rt {
 	case kmsg.ConfigResourceTypeTopic:
@@ -292,7 +296,7 @@ func (b *Broker) alterConfigs(rt kmsg.ConfigResourceType, name string, changes [
 	default:
 		return fmt.Errorf("%w: resource type %d is not supported", kerr.InvalidRequest, rt)
 	}
-	err := b.controller.AlterConfigs(t, name, changes, replace, validateOnly)
+	err := b.controller.AlterConfigs(ctx, t, name, changes, replace, validateOnly)
 	if err == nil && !validateOnly {
 		b.logger.Info("configuration changed", "resource", rt.String(), "name", name, "changes", len(changes))
 	}

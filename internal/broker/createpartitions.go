@@ -5,6 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strata-io/strata/internal/controller"
 	"github.com/strata-io/strata/internal/wire"
 )
 
@@ -15,22 +16,26 @@ import (
 // replication factor; validate_only creates nothing.
 func init() { register(37, 0, 3, (*Broker).handleCreatePartitions) }
 
-func (b *Broker) handleCreatePartitions(_ context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
+func (b *Broker) handleCreatePartitions(ctx context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
 	r := req.Body.(*kmsg.CreatePartitionsRequest)
-	resp := r.ResponseKind().(*kmsg.CreatePartitionsResponse)
-	for _, t := range r.Topics {
-		st := kmsg.NewCreatePartitionsResponseTopic()
-		st.Topic = t.Topic
-		var assignment [][]int32
+	specs := make([]controller.PartitionsSpec, len(r.Topics))
+	for i, t := range r.Topics {
+		specs[i] = controller.PartitionsSpec{Topic: t.Topic, Count: t.Count}
 		for _, a := range t.Assignment {
-			assignment = append(assignment, a.Replicas)
+			specs[i].Assignment = append(specs[i].Assignment, a.Replicas)
 		}
-		err := b.controller.CreatePartitions(t.Topic, t.Count, assignment, r.ValidateOnly)
-		st.ErrorCode, st.ErrorMessage = errorCode(err), errorMessage(err)
-		if err == nil && !r.ValidateOnly {
-			b.logger.Info("partitions added", "topic", t.Topic, "partitions", t.Count)
-		}
-		resp.Topics = append(resp.Topics, st)
 	}
-	return respond(resp)
+	return b.deferController(ctx, r.TimeoutMillis, func(ctx context.Context) kmsg.Response {
+		resp := r.ResponseKind().(*kmsg.CreatePartitionsResponse)
+		for i, err := range b.controller.CreatePartitions(ctx, specs, r.ValidateOnly) {
+			st := kmsg.NewCreatePartitionsResponseTopic()
+			st.Topic = specs[i].Topic
+			st.ErrorCode, st.ErrorMessage = errorCode(err), errorMessage(err)
+			if err == nil && !r.ValidateOnly {
+				b.logger.Info("partitions added", "topic", st.Topic, "partitions", specs[i].Count)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp
+	})
 }

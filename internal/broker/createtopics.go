@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -26,7 +27,7 @@ import (
 // * The topic exists on this node when the response is sent.
 func init() { register(19, 2, 7, (*Broker).handleCreateTopics) }
 
-func (b *Broker) handleCreateTopics(_ context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
+func (b *Broker) handleCreateTopics(ctx context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
 	r := req.Body.(*kmsg.CreateTopicsRequest)
 	resp := r.ResponseKind().(*kmsg.CreateTopicsResponse)
 	count := map[string]int{}
@@ -65,7 +66,15 @@ func (b *Broker) handleCreateTopics(_ context.Context, _ *wire.Conn, req *wire.R
 		specs = append(specs, spec)
 		index = append(index, len(resp.Topics)-1)
 	}
-	results := b.controller.CreateTopics(specs, r.ValidateOnly)
+	return b.deferController(ctx, r.TimeoutMillis, func(ctx context.Context) kmsg.Response {
+		b.createTopics(ctx, r, resp, specs, index)
+		return resp
+	})
+}
+
+// createTopics asks the controller for the topics and fills the response.
+func (b *Broker) createTopics(ctx context.Context, r *kmsg.CreateTopicsRequest, resp *kmsg.CreateTopicsResponse, specs []controller.TopicSpec, index []int) {
+	results := b.controller.CreateTopics(ctx, specs, r.ValidateOnly)
 	img := b.image.Load()
 	for i, res := range results {
 		st := &resp.Topics[index[i]]
@@ -102,5 +111,19 @@ func (b *Broker) handleCreateTopics(_ context.Context, _ *wire.Conn, req *wire.R
 			}
 		}
 	}
-	return respond(resp)
+}
+
+// deferController answers a request that waits for the controller: the
+// response is deferred (the connection goes on reading) and fn runs with
+// the request's timeout (timeoutMillis <= 0: controllerRequestTimeout).
+func (b *Broker) deferController(ctx context.Context, timeoutMillis int32, fn func(ctx context.Context) kmsg.Response) wire.Response {
+	timeout := time.Duration(timeoutMillis) * time.Millisecond
+	if timeout <= 0 {
+		timeout = controllerRequestTimeout
+	}
+	return wire.Response{Deferred: func() wire.Response {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		return respond(fn(ctx))
+	}}
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strata-io/strata/internal/controller"
 	"github.com/strata-io/strata/internal/metadata"
 	"github.com/strata-io/strata/internal/wire"
 )
@@ -23,61 +24,69 @@ func init() { register(20, 1, 6, (*Broker).handleDeleteTopics) }
 
 func (b *Broker) handleDeleteTopics(ctx context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
 	r := req.Body.(*kmsg.DeleteTopicsRequest)
-	resp := r.ResponseKind().(*kmsg.DeleteTopicsResponse)
-	type target struct {
-		name string
-		id   metadata.UUID
-	}
-	var targets []target
+	var targets []controller.TopicRef
 	if r.Version >= 6 {
 		for _, t := range r.Topics {
 			name := ""
 			if t.Topic != nil {
 				name = *t.Topic
 			}
-			targets = append(targets, target{name, metadata.UUID(t.TopicID)})
+			targets = append(targets, controller.TopicRef{Name: name, ID: metadata.UUID(t.TopicID)})
 		}
 	} else {
 		for _, name := range r.TopicNames {
-			targets = append(targets, target{name: name})
+			targets = append(targets, controller.TopicRef{Name: name})
 		}
 	}
-	var deleted []string
-	for _, t := range targets {
-		st := kmsg.NewDeleteTopicsResponseTopic()
-		var err error
+	// Refusals the controller need not see; the rest go in one proposal.
+	results := make([]controller.DeleteResult, len(targets))
+	var asked []controller.TopicRef
+	var index []int
+	for i, t := range targets {
+		results[i].TopicRef = t
 		switch {
 		case !b.cfg.Bool("delete.topic.enable"):
-			err = fmt.Errorf("%w: delete.topic.enable is false", kerr.TopicDeletionDisabled)
-		case isInternalTopic(t.name):
-			err = fmt.Errorf("%w: cannot delete internal topic %s", kerr.InvalidTopicException, t.name)
-		case t.name == "" && t.id.IsZero():
-			err = fmt.Errorf("%w: neither a topic name nor an id", kerr.InvalidRequest)
+			results[i].Err = fmt.Errorf("%w: delete.topic.enable is false", kerr.TopicDeletionDisabled)
+		case isInternalTopic(t.Name):
+			results[i].Err = fmt.Errorf("%w: cannot delete internal topic %s", kerr.InvalidTopicException, t.Name)
+		case t.Name == "" && t.ID.IsZero():
+			results[i].Err = fmt.Errorf("%w: neither a topic name nor an id", kerr.InvalidRequest)
 		default:
-			t.name, t.id, err = b.controller.DeleteTopic(t.name, t.id)
+			asked = append(asked, t)
+			index = append(index, i)
 		}
-		if t.name != "" {
-			name := t.name
-			st.Topic = &name
-		}
-		st.TopicID = t.id
-		if err != nil {
-			st.ErrorCode = errorCode(err)
-			if r.Version >= 5 {
-				st.ErrorMessage = errorMessage(err)
+	}
+	return b.deferController(ctx, r.TimeoutMillis, func(ctx context.Context) kmsg.Response {
+		if len(asked) > 0 {
+			for j, res := range b.controller.DeleteTopics(ctx, asked) {
+				results[index[j]] = res
 			}
-		} else {
-			deleted = append(deleted, t.name)
 		}
-		resp.Topics = append(resp.Topics, st)
-	}
-	if len(deleted) == 0 {
-		return respond(resp)
-	}
-	// Committed offsets of deleted topics go too, as in Kafka, before the
-	// answer: a topic created again with the same name starts with none.
-	return wire.Response{Deferred: func() wire.Response {
-		b.groups.DeleteTopicOffsets(ctx, deleted)
-		return respond(resp)
-	}}
+		resp := r.ResponseKind().(*kmsg.DeleteTopicsResponse)
+		var deleted []string
+		for _, res := range results {
+			st := kmsg.NewDeleteTopicsResponseTopic()
+			if res.Name != "" {
+				name := res.Name
+				st.Topic = &name
+			}
+			st.TopicID = res.ID
+			if res.Err != nil {
+				st.ErrorCode = errorCode(res.Err)
+				if r.Version >= 5 {
+					st.ErrorMessage = errorMessage(res.Err)
+				}
+			} else {
+				deleted = append(deleted, res.Name)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		// Committed offsets of deleted topics go too, as in Kafka, before
+		// the answer: a topic created again with the same name starts with
+		// none.
+		if len(deleted) > 0 {
+			b.groups.DeleteTopicOffsets(ctx, deleted)
+		}
+		return resp
+	})
 }

@@ -174,7 +174,9 @@ func (b *Broker) ensureOffsetsTopic() error {
 	rf := int16(min(b.cfg.Int("offsets.topic.replication.factor"), int64(len(b.image.Load().BrokerIDs()))))
 	compact := "compact"
 	segment := b.cfg.String("offsets.topic.segment.bytes")
-	res := b.controller.CreateTopics([]controller.TopicSpec{{
+	ctx, cancel := context.WithTimeout(b.ctx, controllerRequestTimeout)
+	defer cancel()
+	res := b.controller.CreateTopics(ctx, []controller.TopicSpec{{
 		Name:              OffsetsTopic,
 		NumPartitions:     int32(b.cfg.Int("offsets.topic.num.partitions")),
 		ReplicationFactor: max(rf, 1),

@@ -11,8 +11,10 @@ import (
 
 // applyImage brings the partitions this broker hosts in line with a new
 // metadata image: it opens and leads new partitions, applies configuration
-// changes, and deletes the partitions of removed topics. The controller
-// calls it with every committed image, in order.
+// changes, and deletes the partitions of removed topics. The controller's
+// publisher calls it, on its own goroutine and under no controller lock,
+// with every committed image in order (consecutive images may be
+// coalesced into one call).
 func (b *Broker) applyImage(old, img *metadata.Image) {
 	b.imageMu.Lock()
 	defer b.imageMu.Unlock()

@@ -33,14 +33,17 @@ func (b *Broker) handleInitProducerID(_ context.Context, _ *wire.Conn, req *wire
 		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 		return respond(resp)
 	}
-	id, epoch, err := b.producerIDs.InitIdempotent()
-	if err != nil {
-		b.logger.Warn("allocating a producer id", "err", err)
-		resp.ErrorCode = producer.ErrorCode(err)
+	// Deferred: a new block of ids waits for the controller.
+	return wire.Response{Deferred: func() wire.Response {
+		id, epoch, err := b.producerIDs.InitIdempotent()
+		if err != nil {
+			b.logger.Warn("allocating a producer id", "err", err)
+			resp.ErrorCode = producer.ErrorCode(err)
+			return respond(resp)
+		}
+		resp.ProducerID, resp.ProducerEpoch = id, epoch
 		return respond(resp)
-	}
-	resp.ProducerID, resp.ProducerEpoch = id, epoch
-	return respond(resp)
+	}}
 }
 
 // expireProducers forgets idle producers on every hosted partition.

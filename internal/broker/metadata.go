@@ -139,7 +139,9 @@ func (b *Broker) autoCreateTopics(names []string) {
 	for i, n := range names {
 		specs[i] = controller.TopicSpec{Name: n, NumPartitions: -1, ReplicationFactor: -1}
 	}
-	for i, res := range b.controller.CreateTopics(specs, false) {
+	ctx, cancel := context.WithTimeout(b.ctx, controllerRequestTimeout)
+	defer cancel()
+	for i, res := range b.controller.CreateTopics(ctx, specs, false) {
 		switch {
 		case res.Err == nil:
 			b.logger.Info("topic created", "topic", names[i], "partitions", res.NumPartitions, "replication.factor", res.ReplicationFactor, "auto", true)

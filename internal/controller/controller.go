@@ -1,24 +1,48 @@
-// Package controller owns changes to the cluster metadata: it validates
-// administrative requests against the current image, turns them into
-// metadata records, makes the records durable in the metadata log, and
-// publishes the resulting image.
+// Package controller owns changes to the cluster metadata. Metadata flows
+// one way through it:
+//
+//		request ─▶ proposer ──records──▶ metadata log ──committed batches──▶ applier
+//		           (validates against                                        │ image N+1
+//		            latest image + pending)                                  ▼
+//		                                                         publisher ─▶ Publish (broker.applyImage)
+//
+//	  - The proposer (propose) turns a request into records, validated against
+//	    the latest image with its own pending proposals applied, hands them to
+//	    the log and waits, with the request's context, until the applier has
+//	    applied them and the publisher has published the image holding them.
+//	    It holds its lock only while planning and handing over, never while
+//	    waiting, and never calls the broker.
+//	  - The applier is one goroutine that reads committed batches in order,
+//	    applies them to the image, and completes the proposals waiting for
+//	    them. It does no I/O.
+//	  - The publisher is one goroutine that hands each new image, in order, to
+//	    the Publish callback (the broker opens, leads and deletes partitions
+//	    there). Images that arrive while a publication runs are coalesced: the
+//	    callback gets the last published image and the newest one, and diffs
+//	    them.
 //
 // This is the single-node controller: the metadata log is a local partition
-// log and the controller is the only writer. A Raft quorum will replace the
-// Log implementation and keep everything above it.
+// log and this node is always the active controller. A Raft quorum replaces
+// the log's append with a proposal and its replay with the committed stream,
+// and keeps everything above it.
 //
 // Errors returned to callers wrap a *kerr.Error, so the broker answers with
 // the code a Kafka controller would, and the wrapped message.
 //
-// Lock order: Controller.mu, then whatever the Publish callback takes. The
-// callback runs with mu held so that every listener sees images in order.
+// Lock order: Controller.mu (the proposer), then Controller.waitMu. The
+// applier and publisher take waitMu only. No lock is held across the
+// Publish callback.
 package controller
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/strata-io/strata/internal/metadata"
 )
@@ -45,102 +69,290 @@ type Config struct {
 	ValidateBrokerConfig func(key, value string) error
 }
 
+// Publish is called with every new image, in order, on the publisher's
+// goroutine: old is the image published before (metadata.Empty() the first
+// time), img the new one. Consecutive images may be coalesced, so img may
+// be several batches past old.
+type Publish func(old, img *metadata.Image)
+
 // Controller applies metadata changes. It is safe for concurrent use.
 type Controller struct {
-	cfg     Config
-	log     Log
-	logger  *slog.Logger
-	publish func(old, new *metadata.Image)
+	cfg    Config
+	log    Log
+	logger *slog.Logger
 
-	mu    sync.Mutex
-	image *metadata.Image
+	// mu serializes the proposer: planning a change against pending and
+	// handing it to the log.
+	mu sync.Mutex
+	// pending is the image with every proposal handed to the log applied,
+	// valid while the applier has not applied proposal lastProposal yet.
+	// c.mu guards both.
+	pending      *metadata.Image
+	lastProposal uint64
+
+	committed chan committedBatch // log → applier
+
+	waitMu sync.Mutex
+	// applied is the newest image the applier built; published the newest
+	// the publisher handed to Publish; appliedProposal the id of the last
+	// of this controller's proposals the applier applied. waitMu guards
+	// them.
+	applied, published *metadata.Image
+	appliedProposal    uint64
+	// changed is closed and replaced whenever applied or published moves,
+	// so waiters can select on it with their context.
+	changed chan struct{}
+
+	newImage chan struct{} // applier → publisher, capacity 1
+	publish  Publish
+
+	stop chan struct{}
+	done sync.WaitGroup
 }
 
-// Open replays the log into an image, bootstraps a new cluster (cluster
-// record, this broker's registration) when the log is empty, and returns
-// the controller. publish is called with every new image, in order, and
-// once with the replayed image before Open returns.
-func Open(cfg Config, log Log, logger *slog.Logger, publish func(old, new *metadata.Image)) (*Controller, error) {
-	c := &Controller{cfg: cfg, log: log, logger: logger, publish: publish, image: metadata.Empty()}
+// committedBatch is one committed unit of records.
+type committedBatch struct {
+	lastOffset int64
+	records    []metadata.Record
+	// proposal is the id this controller gave the batch when it proposed
+	// it, 0 for batches proposed elsewhere.
+	proposal uint64
+}
+
+// Open replays the log, starts the applier and the publisher, bootstraps a
+// new cluster (its cluster record) when the log is empty, and returns once
+// the replayed image has been published.
+func Open(ctx context.Context, cfg Config, log Log, logger *slog.Logger, publish Publish) (*Controller, error) {
+	c := &Controller{
+		cfg: cfg, log: log, logger: logger, publish: publish,
+		committed: make(chan committedBatch, 64),
+		applied:   metadata.Empty(),
+		published: metadata.Empty(),
+		changed:   make(chan struct{}),
+		newImage:  make(chan struct{}, 1),
+		stop:      make(chan struct{}),
+	}
 	start := time.Now()
 	n := 0
+	img := metadata.Empty()
 	err := log.Replay(func(lastOffset int64, records []metadata.Record) error {
-		img, err := c.image.Apply(lastOffset, records...)
+		next, err := img.Apply(lastOffset, records...)
 		if err != nil {
 			return fmt.Errorf("controller: replaying metadata at offset %d: %w", lastOffset, err)
 		}
-		c.image = img
+		img = next
 		n += len(records)
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	logger.Info("metadata log replayed", "records", n, "topics", len(c.image.Topics), "offset", c.image.Offset, "duration", time.Since(start).Round(time.Microsecond))
-	publish(metadata.Empty(), c.image)
-	if c.image.ClusterID == "" {
+	logger.Info("metadata log replayed", "records", n, "topics", len(img.Topics), "offset", img.Offset, "duration", time.Since(start).Round(time.Microsecond))
+	c.applied = img
+	c.done.Add(2)
+	go c.runApplier()
+	go c.runPublisher()
+	c.signalPublisher()
+	if err := c.waitPublished(ctx, img.Offset); err != nil {
+		c.Close()
+		return nil, err
+	}
+
+	switch {
+	case img.ClusterID == "":
 		id := cfg.ClusterID
 		if id == "" {
 			id = metadata.NewUUID().String()
 		}
-		if _, err := c.commit([]metadata.Record{{Cluster: &metadata.ClusterRecord{ClusterID: id}}}); err != nil {
+		_, err := c.propose(ctx, func(*metadata.Image) ([]metadata.Record, error) {
+			return []metadata.Record{{Cluster: &metadata.ClusterRecord{ClusterID: id}}}, nil
+		})
+		if err != nil {
+			c.Close()
 			return nil, err
 		}
 		logger.Info("new cluster", "cluster.id", id)
-	} else if cfg.ClusterID != "" && cfg.ClusterID != c.image.ClusterID {
-		return nil, fmt.Errorf("controller: cluster.id %s does not match the metadata log's %s", cfg.ClusterID, c.image.ClusterID)
+	case cfg.ClusterID != "" && cfg.ClusterID != img.ClusterID:
+		c.Close()
+		return nil, fmt.Errorf("controller: cluster.id %s does not match the metadata log's %s", cfg.ClusterID, img.ClusterID)
 	}
 	return c, nil
 }
 
-// Image returns the latest committed image.
-func (c *Controller) Image() *metadata.Image {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.image
+// Close stops the applier and the publisher. A publication under way
+// finishes first. Proposals still waiting fail with their context or with
+// NOT_CONTROLLER.
+func (c *Controller) Close() {
+	select {
+	case <-c.stop:
+		return
+	default:
+	}
+	close(c.stop)
+	c.done.Wait()
 }
 
-// commit makes records durable, applies them and publishes the image.
-// c.mu must be held (or, in Open, c not yet shared).
-func (c *Controller) commit(records []metadata.Record) (*metadata.Image, error) {
-	// Apply first: a record that does not apply must never reach the log,
-	// where it would stop every later replay.
-	if _, err := c.image.Apply(c.image.Offset+int64(len(records)), records...); err != nil {
-		return nil, fmt.Errorf("controller: invariant: proposed records do not apply: %w", err)
+// Image returns the latest published image: the one the broker acts on.
+func (c *Controller) Image() *metadata.Image {
+	c.waitMu.Lock()
+	defer c.waitMu.Unlock()
+	return c.published
+}
+
+// errStopped is returned to proposals when the controller stops.
+var errStopped = fmt.Errorf("%w: the controller is shutting down", kerr.NotController)
+
+// propose runs plan against the latest image with the pending proposals
+// applied, hands the records it returns to the log, and waits until they
+// are applied and published. It returns the image right after the
+// records (or the image plan saw, when it returns none). plan's error is
+// returned as is.
+func (c *Controller) propose(ctx context.Context, plan func(img *metadata.Image) ([]metadata.Record, error)) (*metadata.Image, error) {
+	img, proposed, err := c.handOver(plan)
+	if err != nil || !proposed {
+		return img, err
 	}
-	last, err := c.log.Append(records)
-	if err != nil {
-		return nil, fmt.Errorf("controller: writing metadata: %w", err)
+	if err := c.waitPublished(ctx, img.Offset); err != nil {
+		return nil, err
 	}
-	img, err := c.image.Apply(last, records...)
-	if err != nil {
-		panic("controller: records applied before the append but not after: " + err.Error())
-	}
-	old := c.image
-	c.image = img
-	c.publish(old, img)
 	return img, nil
 }
 
-// propose runs fn on the current image under the lock and commits the
-// records it returns. fn's error is returned as is.
-func (c *Controller) propose(fn func(img *metadata.Image) ([]metadata.Record, error)) (*metadata.Image, error) {
+// handOver plans a change under c.mu and hands its records to the log. It
+// returns the image after the records and whether there were any.
+func (c *Controller) handOver(plan func(img *metadata.Image) ([]metadata.Record, error)) (*metadata.Image, bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	records, err := fn(c.image)
+	base := c.pending
+	if applied, id := c.appliedState(); base == nil || id >= c.lastProposal {
+		base = applied
+	}
+	records, err := plan(base)
+	if err != nil || len(records) == 0 {
+		return base, false, err
+	}
+	// Apply first: a record that does not apply must never reach the log,
+	// where it would stop every later replay.
+	next, err := base.Apply(base.Offset+int64(len(records)), records...)
 	if err != nil {
-		return nil, err
+		return nil, false, fmt.Errorf("controller: invariant: proposed records do not apply: %w", err)
 	}
-	if len(records) == 0 {
-		return c.image, nil
+	last, err := c.log.Append(records)
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: writing metadata: %v", kerr.UnknownServerError, err)
 	}
-	return c.commit(records)
+	next.Offset = last
+	c.lastProposal++
+	c.pending = next
+	// Handed over under c.mu, so batches reach the applier in log order.
+	select {
+	case c.committed <- committedBatch{lastOffset: last, records: records, proposal: c.lastProposal}:
+	case <-c.stop:
+		return nil, false, errStopped
+	}
+	return next, true, nil
+}
+
+// appliedState returns the newest applied image and the id of the last
+// own proposal in it.
+func (c *Controller) appliedState() (*metadata.Image, uint64) {
+	c.waitMu.Lock()
+	defer c.waitMu.Unlock()
+	return c.applied, c.appliedProposal
+}
+
+// waitPublished blocks until an image at or past offset is published.
+func (c *Controller) waitPublished(ctx context.Context, offset int64) error {
+	for {
+		c.waitMu.Lock()
+		ok, changed := c.published.Offset >= offset, c.changed
+		c.waitMu.Unlock()
+		if ok {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("%w: waiting for the metadata change to be applied: %v", kerr.RequestTimedOut, context.Cause(ctx))
+		case <-c.stop:
+			return errStopped
+		}
+	}
+}
+
+// notifyLocked wakes everything waiting on c.changed. c.waitMu must be
+// held.
+func (c *Controller) notifyLocked() {
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// runApplier applies committed batches in order until Close.
+func (c *Controller) runApplier() {
+	defer c.done.Done()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case b := <-c.committed:
+			c.apply(b)
+		}
+	}
+}
+
+// apply applies one committed batch. A batch that does not apply means
+// the log and the image disagree, which nothing can repair at run time.
+func (c *Controller) apply(b committedBatch) {
+	c.waitMu.Lock()
+	img, err := c.applied.Apply(b.lastOffset, b.records...)
+	if err != nil {
+		c.waitMu.Unlock()
+		panic(fmt.Sprintf("controller: invariant: committed metadata at offset %d does not apply: %v", b.lastOffset, err))
+	}
+	c.applied = img
+	if b.proposal != 0 {
+		c.appliedProposal = b.proposal
+	}
+	c.notifyLocked()
+	c.waitMu.Unlock()
+	c.signalPublisher()
+}
+
+// signalPublisher tells the publisher a newer image is applied.
+func (c *Controller) signalPublisher() {
+	select {
+	case c.newImage <- struct{}{}:
+	default:
+	}
+}
+
+// runPublisher hands images to Publish, in order, until Close.
+func (c *Controller) runPublisher() {
+	defer c.done.Done()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-c.newImage:
+		}
+		c.waitMu.Lock()
+		old, img := c.published, c.applied
+		c.waitMu.Unlock()
+		if img == old {
+			continue
+		}
+		c.publish(old, img)
+		c.waitMu.Lock()
+		c.published = img
+		c.notifyLocked()
+		c.waitMu.Unlock()
+	}
 }
 
 // RegisterBroker records this broker's endpoint, unless the image already
 // has it as given.
-func (c *Controller) RegisterBroker(host string, port int32, rack string) error {
-	_, err := c.propose(func(img *metadata.Image) ([]metadata.Record, error) {
+func (c *Controller) RegisterBroker(ctx context.Context, host string, port int32, rack string) error {
+	_, err := c.propose(ctx, func(img *metadata.Image) ([]metadata.Record, error) {
 		b, ok := img.Brokers[c.cfg.NodeID]
 		if ok && b.Host == host && b.Port == port && b.Rack == rack && !b.Fenced {
 			return nil, nil
@@ -161,8 +373,8 @@ const ProducerIDBlockSize = 1000
 // AllocateProducerIDs reserves a block of producer ids and returns its
 // first id. The reservation is durable before it returns, so ids are never
 // handed out twice, even across restarts.
-func (c *Controller) AllocateProducerIDs() (first int64, err error) {
-	img, err := c.propose(func(img *metadata.Image) ([]metadata.Record, error) {
+func (c *Controller) AllocateProducerIDs(ctx context.Context) (first int64, err error) {
+	img, err := c.propose(ctx, func(img *metadata.Image) ([]metadata.Record, error) {
 		return []metadata.Record{{ProducerIDs: &metadata.ProducerIDsRecord{
 			NodeID: c.cfg.NodeID, NextProducerID: img.NextProducerID + ProducerIDBlockSize,
 		}}}, nil
@@ -172,3 +384,7 @@ func (c *Controller) AllocateProducerIDs() (first int64, err error) {
 	}
 	return img.NextProducerID - ProducerIDBlockSize, nil
 }
+
+// IsNotController reports whether err means this node cannot take
+// metadata changes now (not the active controller, or stopping).
+func IsNotController(err error) bool { return errors.Is(err, kerr.NotController) }

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -59,9 +60,13 @@ func ValidateTopicName(name string) error {
 }
 
 // collides reports Kafka's rule that topics differing only in '.' versus
-// '_' collide in metric names.
-func collides(img *metadata.Image, name string) string {
+// '_' collide in metric names: it returns the existing (or, in names, the
+// earlier created) topic a new name collides with.
+func collides(img *metadata.Image, names map[string]string, name string) string {
 	norm := strings.ReplaceAll(name, ".", "_")
+	if other, ok := names[norm]; ok {
+		return other
+	}
 	for other := range img.Topics {
 		if other != name && strings.ReplaceAll(other, ".", "_") == norm {
 			return other
@@ -72,32 +77,49 @@ func collides(img *metadata.Image, name string) string {
 
 // CreateTopics creates the topics (or, with validateOnly, only checks
 // them), each independently: one topic's error does not stop the others.
-func (c *Controller) CreateTopics(specs []TopicSpec, validateOnly bool) []TopicResult {
+// All the topics of one call are one proposal: one append to the metadata
+// log, one sync.
+func (c *Controller) CreateTopics(ctx context.Context, specs []TopicSpec, validateOnly bool) []TopicResult {
 	results := make([]TopicResult, len(specs))
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for i, spec := range specs {
-		records, res := c.planTopic(c.image, spec)
-		if res.Err == nil && !validateOnly {
-			if _, err := c.commit(records); err != nil {
-				res.Err = fmt.Errorf("%w: %v", kerr.UnknownServerError, err)
+	var created []int // indexes of the specs the proposal creates
+	_, err := c.propose(ctx, func(img *metadata.Image) ([]metadata.Record, error) {
+		created = created[:0]
+		names := map[string]string{} // normalized name → name, for this call
+		var records []metadata.Record
+		for i, spec := range specs {
+			recs, res := c.planTopic(img, names, spec)
+			results[i] = res
+			if res.Err == nil {
+				names[strings.ReplaceAll(spec.Name, ".", "_")] = spec.Name
+				created = append(created, i)
+				records = append(records, recs...)
 			}
 		}
-		results[i] = res
+		if validateOnly {
+			return nil, nil
+		}
+		return records, nil
+	})
+	if err != nil {
+		for _, i := range created {
+			results[i] = TopicResult{Err: err}
+		}
 	}
 	return results
 }
 
 // planTopic validates a topic spec and returns the records creating it.
-func (c *Controller) planTopic(img *metadata.Image, spec TopicSpec) ([]metadata.Record, TopicResult) {
+// names holds the topics planned earlier in the same proposal, by
+// normalized name.
+func (c *Controller) planTopic(img *metadata.Image, names map[string]string, spec TopicSpec) ([]metadata.Record, TopicResult) {
 	fail := func(err error) ([]metadata.Record, TopicResult) { return nil, TopicResult{Err: err} }
 	if err := ValidateTopicName(spec.Name); err != nil {
 		return fail(err)
 	}
-	if _, ok := img.Topics[spec.Name]; ok {
+	if _, ok := img.Topics[spec.Name]; ok || names[strings.ReplaceAll(spec.Name, ".", "_")] == spec.Name {
 		return fail(fmt.Errorf("%w: topic %q already exists", kerr.TopicAlreadyExists, spec.Name))
 	}
-	if other := collides(img, spec.Name); other != "" {
+	if other := collides(img, names, spec.Name); other != "" {
 		return fail(fmt.Errorf("%w: topic %q collides with existing topic %q ('.' and '_' are equivalent in metric names)", kerr.InvalidTopicException, spec.Name, other))
 	}
 	brokers := img.BrokerIDs()
@@ -208,80 +230,145 @@ func assignReplicas(brokers []int32, partitions, rf, start int) [][]int32 {
 	return out
 }
 
-// DeleteTopic removes a topic by name, or by id when name is "".
-func (c *Controller) DeleteTopic(name string, id metadata.UUID) (string, metadata.UUID, error) {
-	var t *metadata.Topic
-	_, err := c.propose(func(img *metadata.Image) ([]metadata.Record, error) {
-		var ok bool
-		if name != "" {
-			t, ok = img.Topics[name]
-		} else {
-			t, ok = img.TopicsByID[id]
-			if !ok {
-				return nil, fmt.Errorf("%w: no topic with id %s", kerr.UnknownTopicID, id)
-			}
-		}
-		if !ok {
-			return nil, fmt.Errorf("%w: topic %q does not exist", kerr.UnknownTopicOrPartition, name)
-		}
-		return []metadata.Record{{RemoveTopic: &metadata.RemoveTopicRecord{TopicID: t.ID}}}, nil
-	})
-	if err != nil {
-		return name, id, err
-	}
-	return t.Name, t.ID, nil
+// TopicRef names a topic by name, or by id when the name is "".
+type TopicRef struct {
+	Name string
+	ID   metadata.UUID
 }
 
-// CreatePartitions grows a topic to count partitions, with the given
-// assignment for the new ones or an automatic one.
-func (c *Controller) CreatePartitions(topic string, count int32, assignment [][]int32, validateOnly bool) error {
-	_, err := c.propose(func(img *metadata.Image) ([]metadata.Record, error) {
-		t, ok := img.Topics[topic]
-		if !ok {
-			return nil, fmt.Errorf("%w: topic %q does not exist", kerr.UnknownTopicOrPartition, topic)
-		}
-		have := int32(len(t.Partitions))
-		if count < have {
-			return nil, fmt.Errorf("%w: topic %q has %d partitions, which is more than the requested %d", kerr.InvalidPartitions, topic, have, count)
-		}
-		if count == have {
-			return nil, fmt.Errorf("%w: topic %q already has %d partitions", kerr.InvalidPartitions, topic, have)
-		}
-		if count-have > maxPartitionsPerRequest {
-			return nil, fmt.Errorf("%w: too many new partitions", kerr.InvalidPartitions)
-		}
-		rf := len(t.Partitions[0].Replicas)
-		if assignment != nil {
-			if int32(len(assignment)) != count-have {
-				return nil, fmt.Errorf("%w: %d assignments for %d new partitions", kerr.InvalidReplicaAssignment, len(assignment), count-have)
-			}
-			for _, replicas := range assignment {
-				if err := validateReplicas(img, replicas); err != nil {
-					return nil, err
+// DeleteResult is the outcome of deleting one topic: its name and id, and
+// the error (wrapping a *kerr.Error).
+type DeleteResult struct {
+	TopicRef
+	Err error
+}
+
+// DeleteTopics removes topics, each independently, in one proposal.
+func (c *Controller) DeleteTopics(ctx context.Context, refs []TopicRef) []DeleteResult {
+	results := make([]DeleteResult, len(refs))
+	var deleted []int
+	_, err := c.propose(ctx, func(img *metadata.Image) ([]metadata.Record, error) {
+		deleted = deleted[:0]
+		var records []metadata.Record
+		seen := map[metadata.UUID]bool{}
+		for i, ref := range refs {
+			results[i] = DeleteResult{TopicRef: ref}
+			var t *metadata.Topic
+			var ok bool
+			if ref.Name != "" {
+				if t, ok = img.Topics[ref.Name]; !ok {
+					results[i].Err = fmt.Errorf("%w: topic %q does not exist", kerr.UnknownTopicOrPartition, ref.Name)
+					continue
 				}
-				if len(replicas) != rf {
-					return nil, fmt.Errorf("%w: the topic's replication factor is %d", kerr.InvalidReplicaAssignment, rf)
-				}
+			} else if t, ok = img.TopicsByID[ref.ID]; !ok {
+				results[i].Err = fmt.Errorf("%w: no topic with id %s", kerr.UnknownTopicID, ref.ID)
+				continue
 			}
-		} else {
-			brokers := img.BrokerIDs()
-			if rf > len(brokers) {
-				return nil, fmt.Errorf("%w: replication factor %d is larger than the %d available brokers", kerr.InvalidReplicationFactor, rf, len(brokers))
+			results[i].TopicRef = TopicRef{Name: t.Name, ID: t.ID}
+			if seen[t.ID] {
+				continue // named twice: deleted once
 			}
-			assignment = assignReplicas(brokers, int(count-have), rf, int(have)%len(brokers))
+			seen[t.ID] = true
+			deleted = append(deleted, i)
+			records = append(records, metadata.Record{RemoveTopic: &metadata.RemoveTopicRecord{TopicID: t.ID}})
+		}
+		return records, nil
+	})
+	if err != nil {
+		for _, i := range deleted {
+			results[i].Err = err
+		}
+	}
+	return results
+}
+
+// PartitionsSpec grows a topic to Count partitions, with Assignment for the
+// new ones or (nil) an automatic one.
+type PartitionsSpec struct {
+	Topic      string
+	Count      int32
+	Assignment [][]int32
+}
+
+// CreatePartitions grows topics, each independently, in one proposal. It
+// returns an error (wrapping a *kerr.Error) per spec.
+func (c *Controller) CreatePartitions(ctx context.Context, specs []PartitionsSpec, validateOnly bool) []error {
+	results := make([]error, len(specs))
+	var grown []int
+	_, err := c.propose(ctx, func(img *metadata.Image) ([]metadata.Record, error) {
+		grown = grown[:0]
+		var records []metadata.Record
+		seen := map[string]bool{}
+		for i, spec := range specs {
+			if seen[spec.Topic] {
+				results[i] = fmt.Errorf("%w: topic %q is named more than once", kerr.InvalidRequest, spec.Topic)
+				continue
+			}
+			seen[spec.Topic] = true
+			recs, err := planPartitions(img, spec)
+			results[i] = err
+			if err == nil {
+				grown = append(grown, i)
+				records = append(records, recs...)
+			}
 		}
 		if validateOnly {
 			return nil, nil
 		}
-		var records []metadata.Record
-		for i, replicas := range assignment {
-			records = append(records, metadata.Record{Partition: &metadata.PartitionRecord{
-				TopicID: t.ID, Partition: have + int32(i), Replicas: replicas, ISR: slices.Clone(replicas), Leader: replicas[0],
-			}})
-		}
 		return records, nil
 	})
-	return err
+	if err != nil {
+		for _, i := range grown {
+			results[i] = err
+		}
+	}
+	return results
+}
+
+// planPartitions validates a PartitionsSpec and returns its records.
+func planPartitions(img *metadata.Image, spec PartitionsSpec) ([]metadata.Record, error) {
+	topic, count, assignment := spec.Topic, spec.Count, spec.Assignment
+	t, ok := img.Topics[topic]
+	if !ok {
+		return nil, fmt.Errorf("%w: topic %q does not exist", kerr.UnknownTopicOrPartition, topic)
+	}
+	have := int32(len(t.Partitions))
+	if count < have {
+		return nil, fmt.Errorf("%w: topic %q has %d partitions, which is more than the requested %d", kerr.InvalidPartitions, topic, have, count)
+	}
+	if count == have {
+		return nil, fmt.Errorf("%w: topic %q already has %d partitions", kerr.InvalidPartitions, topic, have)
+	}
+	if count-have > maxPartitionsPerRequest {
+		return nil, fmt.Errorf("%w: too many new partitions", kerr.InvalidPartitions)
+	}
+	rf := len(t.Partitions[0].Replicas)
+	if assignment != nil {
+		if int32(len(assignment)) != count-have {
+			return nil, fmt.Errorf("%w: %d assignments for %d new partitions", kerr.InvalidReplicaAssignment, len(assignment), count-have)
+		}
+		for _, replicas := range assignment {
+			if err := validateReplicas(img, replicas); err != nil {
+				return nil, err
+			}
+			if len(replicas) != rf {
+				return nil, fmt.Errorf("%w: the topic's replication factor is %d", kerr.InvalidReplicaAssignment, rf)
+			}
+		}
+	} else {
+		brokers := img.BrokerIDs()
+		if rf > len(brokers) {
+			return nil, fmt.Errorf("%w: replication factor %d is larger than the %d available brokers", kerr.InvalidReplicationFactor, rf, len(brokers))
+		}
+		assignment = assignReplicas(brokers, int(count-have), rf, int(have)%len(brokers))
+	}
+	var records []metadata.Record
+	for i, replicas := range assignment {
+		records = append(records, metadata.Record{Partition: &metadata.PartitionRecord{
+			TopicID: t.ID, Partition: have + int32(i), Replicas: replicas, ISR: slices.Clone(replicas), Leader: replicas[0],
+		}})
+	}
+	return records, nil
 }
 
 // ConfigChange sets (Value non-nil) or removes (nil) one dynamic key.
@@ -293,8 +380,8 @@ type ConfigChange struct {
 // AlterConfigs applies changes to a topic's or broker's dynamic
 // configuration as one unit. With replace, keys not mentioned are removed
 // (the legacy AlterConfigs API's semantics).
-func (c *Controller) AlterConfigs(resourceType int8, resourceName string, changes []ConfigChange, replace, validateOnly bool) error {
-	_, err := c.propose(func(img *metadata.Image) ([]metadata.Record, error) {
+func (c *Controller) AlterConfigs(ctx context.Context, resourceType int8, resourceName string, changes []ConfigChange, replace, validateOnly bool) error {
+	_, err := c.propose(ctx, func(img *metadata.Image) ([]metadata.Record, error) {
 		validate := c.cfg.ValidateTopicConfig
 		switch resourceType {
 		case metadata.ResourceTopic:

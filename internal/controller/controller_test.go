@@ -1,0 +1,255 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/strata-io/strata/internal/metadata"
+)
+
+// memLog is an in-memory Log: the durable edge of the controller, as etcd
+// raft's MemoryStorage is of a raft node.
+type memLog struct {
+	mu      sync.Mutex
+	batches [][]metadata.Record
+	next    int64
+	appends int
+}
+
+func (l *memLog) Append(records []metadata.Record) (int64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.batches = append(l.batches, records)
+	l.next += int64(len(records))
+	l.appends++
+	return l.next - 1, nil
+}
+
+func (l *memLog) Replay(fn func(int64, []metadata.Record) error) error {
+	l.mu.Lock()
+	batches := append([][]metadata.Record(nil), l.batches...)
+	l.mu.Unlock()
+	var off int64 = -1
+	for _, b := range batches {
+		off += int64(len(b))
+		if err := fn(off, b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func testConfig() Config {
+	return Config{
+		NodeID: 1, DefaultPartitions: 1, DefaultReplicationFactor: 1,
+		ValidateTopicConfig:  func(string, string) error { return nil },
+		ValidateBrokerConfig: func(string, string) error { return nil },
+	}
+}
+
+func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// openTest opens a controller over log with a registered broker 1.
+func openTest(t *testing.T, log Log, publish Publish) *Controller {
+	t.Helper()
+	if publish == nil {
+		publish = func(_, _ *metadata.Image) {}
+	}
+	c, err := Open(context.Background(), testConfig(), log, discard(), publish)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	if err := c.RegisterBroker(context.Background(), "localhost", 9092, ""); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestConcurrentCreatesOfOneTopicCommitOnce(t *testing.T) {
+	log := &memLog{}
+	c := openTest(t, log, nil)
+	const n = 8
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			res := c.CreateTopics(context.Background(), []TopicSpec{{Name: "orders", NumPartitions: 3, ReplicationFactor: 1}}, false)
+			errs <- res[0].Err
+		}()
+	}
+	ok := 0
+	for range n {
+		err := <-errs
+		switch {
+		case err == nil:
+			ok++
+		case !errors.Is(err, kerr.TopicAlreadyExists):
+			t.Fatalf("unexpected error %v", err)
+		}
+	}
+	if ok != 1 {
+		t.Fatalf("%d creations succeeded, want 1", ok)
+	}
+	if got := len(c.Image().Topics["orders"].Partitions); got != 3 {
+		t.Fatalf("orders has %d partitions, want 3", got)
+	}
+}
+
+func TestCreateTopicsIsOneAppend(t *testing.T) {
+	log := &memLog{}
+	c := openTest(t, log, nil)
+	before := log.appends
+	var specs []TopicSpec
+	for i := range 100 {
+		specs = append(specs, TopicSpec{Name: fmt.Sprintf("t%d", i), NumPartitions: 10, ReplicationFactor: 1})
+	}
+	// One bad and one colliding spec fail alone.
+	specs = append(specs, TopicSpec{Name: "bad name", NumPartitions: 1, ReplicationFactor: 1},
+		TopicSpec{Name: "t_1", NumPartitions: 1, ReplicationFactor: 1}, TopicSpec{Name: "t.1", NumPartitions: 1, ReplicationFactor: 1})
+	res := c.CreateTopics(context.Background(), specs, false)
+	for i := range 100 {
+		if res[i].Err != nil {
+			t.Fatalf("topic %d: %v", i, res[i].Err)
+		}
+	}
+	if !errors.Is(res[100].Err, kerr.InvalidTopicException) || res[101].Err != nil || !errors.Is(res[102].Err, kerr.InvalidTopicException) {
+		t.Fatalf("bad name: %v; t_1: %v; t.1 (collides with t_1): %v", res[100].Err, res[101].Err, res[102].Err)
+	}
+	if got := log.appends - before; got != 1 {
+		t.Fatalf("%d appends for one CreateTopics, want 1", got)
+	}
+	if got := len(c.Image().Topics); got != 101 {
+		t.Fatalf("%d topics, want 101", got)
+	}
+	// validate_only plans and writes nothing.
+	res = c.CreateTopics(context.Background(), []TopicSpec{{Name: "dry", NumPartitions: 1, ReplicationFactor: 1}}, true)
+	if res[0].Err != nil || log.appends-before != 1 || c.Image().Topics["dry"] != nil {
+		t.Fatalf("validate only: %v, %d appends", res[0].Err, log.appends-before)
+	}
+}
+
+func TestPublishInOrderOutsideTheProposer(t *testing.T) {
+	log := &memLog{}
+	var mu sync.Mutex
+	var last *metadata.Image
+	release := make(chan struct{})
+	blocking := make(chan struct{}, 1)
+	block := false
+	publish := func(old, img *metadata.Image) {
+		mu.Lock()
+		if last != nil && old != last {
+			t.Errorf("published old image at %d, want the previous one at %d", old.Offset, last.Offset)
+		}
+		if last != nil && img.Offset <= old.Offset {
+			t.Errorf("image at %d published after %d", img.Offset, old.Offset)
+		}
+		last = img
+		b := block
+		mu.Unlock()
+		if b {
+			blocking <- struct{}{}
+			<-release
+		}
+	}
+	c := openTest(t, log, publish)
+	mu.Lock()
+	block = true
+	mu.Unlock()
+
+	first := make(chan error, 1)
+	go func() {
+		first <- c.CreateTopics(context.Background(), []TopicSpec{{Name: "a", NumPartitions: 1, ReplicationFactor: 1}}, false)[0].Err
+	}()
+	<-blocking // a's image is being published, and the publication blocks
+	// The proposer is free: b is planned against a (pending) and handed
+	// to the log while a's publication runs.
+	second := make(chan error, 1)
+	go func() {
+		second <- c.CreateTopics(context.Background(), []TopicSpec{{Name: "a", NumPartitions: 1, ReplicationFactor: 1}, {Name: "b", NumPartitions: 1, ReplicationFactor: 1}}, false)[1].Err
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		log.mu.Lock()
+		n := len(log.batches)
+		log.mu.Unlock()
+		if n == 4 { // cluster, broker, a, b
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("second proposal not handed to the log while the first publication blocks (%d batches)", n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case err := <-first:
+		t.Fatalf("CreateTopics returned (%v) before its image was published", err)
+	default:
+	}
+	mu.Lock()
+	block = false
+	mu.Unlock()
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-second; err != nil {
+		t.Fatal(err)
+	}
+	if c.Image().Topics["b"] == nil {
+		t.Fatal("b not published")
+	}
+}
+
+func TestProposalTimesOutWhilePublicationBlocks(t *testing.T) {
+	release := make(chan struct{})
+	var once sync.Once
+	armed := make(chan struct{})
+	publish := func(_, _ *metadata.Image) {
+		select {
+		case <-armed:
+			<-release
+		default:
+		}
+	}
+	c := openTest(t, &memLog{}, publish)
+	close(armed)
+	defer once.Do(func() { close(release) })
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	res := c.CreateTopics(ctx, []TopicSpec{{Name: "slow", NumPartitions: 1, ReplicationFactor: 1}}, false)
+	if !errors.Is(res[0].Err, kerr.RequestTimedOut) {
+		t.Fatalf("got %v, want REQUEST_TIMED_OUT", res[0].Err)
+	}
+	once.Do(func() { close(release) })
+}
+
+func TestReopenReplaysAndPublishesBeforeReturning(t *testing.T) {
+	log := &memLog{}
+	c := openTest(t, log, nil)
+	c.CreateTopics(context.Background(), []TopicSpec{{Name: "kept", NumPartitions: 2, ReplicationFactor: 1}}, false)
+	id := c.Image().ClusterID
+	c.Close()
+
+	var published *metadata.Image
+	c2, err := Open(context.Background(), testConfig(), log, discard(), func(_, img *metadata.Image) { published = img })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if published == nil || published.Topics["kept"] == nil || published.ClusterID != id {
+		t.Fatalf("reopened controller did not publish the replayed image before Open returned: %+v", published)
+	}
+	cfg := testConfig()
+	cfg.ClusterID = "other"
+	if _, err := Open(context.Background(), cfg, log, discard(), func(_, _ *metadata.Image) {}); err == nil {
+		t.Fatal("opened a metadata log of another cluster")
+	}
+}
