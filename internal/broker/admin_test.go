@@ -113,8 +113,8 @@ func TestAdminAPIs(t *testing.T) {
 			t.Fatalf("retention.ms after the broker default changed: %q from %v", c.MaybeValue(), c.Source)
 		}
 	}
-	p, _ := b.partition("admin", 0)
-	if got := p.Log().Config().RetentionMs; got != 3600000 {
+	l, _ := b.logs.Log("admin", 0)
+	if got := l.Config().RetentionMs; got != 3600000 {
 		t.Fatalf("the log's retention is %d after the broker default changed", got)
 	}
 	// Keys that cannot change at run time are refused.

@@ -25,6 +25,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+
 	"github.com/strata-io/strata/internal/config"
 	"github.com/strata-io/strata/internal/controller"
 	"github.com/strata-io/strata/internal/group"
@@ -293,7 +295,7 @@ func (b *Broker) live() error {
 	b.partitionsMu.RLock()
 	defer b.partitionsMu.RUnlock()
 	for key, p := range b.partitions {
-		if err := p.Log().Offline(); err != nil {
+		if err := p.Offline(); err != nil {
 			return fmt.Errorf("partition %s-%d is offline: %w", key.topic, key.partition, err)
 		}
 	}
@@ -366,6 +368,21 @@ func (b *Broker) partition(topic string, partition int32) (*replica.Partition, b
 	return p, ok
 }
 
+// hostedPartition finds the local replica of a partition the image has:
+// UNKNOWN_TOPIC_OR_PARTITION when the image has no such partition,
+// NOT_LEADER_OR_FOLLOWER when this broker does not host it. The replica
+// checks leadership and leader epochs itself.
+func (b *Broker) hostedPartition(img *metadata.Image, topic string, partition int32) (*replica.Partition, error) {
+	if _, _, ok := img.Partition(topic, partition); !ok {
+		return nil, kerr.UnknownTopicOrPartition
+	}
+	p, ok := b.partition(topic, partition)
+	if !ok {
+		return nil, kerr.NotLeaderForPartition
+	}
+	return p, nil
+}
+
 // storageConfig converts a topic's effective configuration. Retention
 // applies to topics with "delete" in cleanup.policy, the log cleaner to
 // those with "compact".
@@ -425,12 +442,13 @@ func (b *Broker) topicDefaults(img *metadata.Image) map[string]string {
 }
 
 // replicaSettings extracts what a replica acts on from a topic's values.
-func replicaSettings(values map[string]string) replica.Settings {
+func (b *Broker) replicaSettings(values map[string]string) replica.Settings {
 	t := config.ResolveTopic(values, nil)
 	return replica.Settings{
 		MinInsyncReplicas: int(t.Int("min.insync.replicas")),
 		LogAppendTime:     t.String("message.timestamp.type") == "LogAppendTime",
 		SyncEveryAppend:   t.Int("flush.messages") == 1,
+		Log:               b.storageConfig(values),
 	}
 }
 

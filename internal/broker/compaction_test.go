@@ -49,25 +49,25 @@ func TestCompactedTopicKeepsTheLatestValuePerKey(t *testing.T) {
 	if err := cl.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	p, _ := b.partition(topic, 0)
-	lastUpdate := p.Log().LogEndOffset() - 1
+	l, _ := b.logs.Log(topic, 0)
+	lastUpdate := l.LogEndOffset() - 1
 	// Seal the last round in a segment of its own: only sealed segments
 	// are cleaned.
-	for p.Log().SegmentBaseOffsets()[p.Log().NumSegments()-1] <= lastUpdate {
+	for l.SegmentBaseOffsets()[l.NumSegments()-1] <= lastUpdate {
 		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: []byte("end"), Value: make([]byte, 100)}).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	written := p.Log().Size()
+	written := l.Size()
 	poll.Until(t, 30*time.Second, "the cleaner to clean past the last update", func() bool {
-		return p.Log().CleanerCheckpoint() > lastUpdate
+		return l.CleanerCheckpoint() > lastUpdate
 	})
-	if size := p.Log().Size(); size > written/5 {
+	if size := l.Size(); size > written/5 {
 		t.Fatalf("log of %d bytes after cleaning, %d before", size, written)
 	}
-	t.Logf("%d bytes in %d segments after cleaning, %d written", p.Log().Size(), p.Log().NumSegments(), written)
+	t.Logf("%d bytes in %d segments after cleaning, %d written", l.Size(), l.NumSegments(), written)
 
-	end := p.Log().LogEndOffset()
+	end := l.LogEndOffset()
 	got := map[string][]string{}
 	consumer := newClient(t, b.Addr(), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxWait(100*time.Millisecond))
@@ -128,14 +128,14 @@ func TestConsumerOffsetsAreCompacted(t *testing.T) {
 			want[group] = o
 		}
 	}
-	p, ok := b.partition(OffsetsTopic, 0)
+	l, ok := b.logs.Log(OffsetsTopic, 0)
 	if !ok {
 		t.Fatal("no __consumer_offsets partition")
 	}
-	records := p.Log().LogEndOffset()
-	written := p.Log().Size()
+	records := l.LogEndOffset()
+	written := l.Size()
 	poll.Until(t, 30*time.Second, "__consumer_offsets to be cleaned", func() bool {
-		return p.Log().CleanerCheckpoint() > 0 && p.Log().Size() < written/4
+		return l.CleanerCheckpoint() > 0 && l.Size() < written/4
 	})
 
 	check := func(when string) {
@@ -156,12 +156,12 @@ func TestConsumerOffsetsAreCompacted(t *testing.T) {
 	b.restart(t)
 	adm = newAdmin(t, b.Addr())
 	check("after a restart")
-	p, _ = b.partition(OffsetsTopic, 0)
-	if cfg := p.Log().Config(); !cfg.Compact || cfg.SegmentBytes != 4096 {
+	l, _ = b.logs.Log(OffsetsTopic, 0)
+	if cfg := l.Config(); !cfg.Compact || cfg.SegmentBytes != 4096 {
 		t.Fatalf("after a restart __consumer_offsets has compact=%v, segment.bytes %d", cfg.Compact, cfg.SegmentBytes)
 	}
 	kept := 0
-	if err := p.Log().ReadBatches(0, 0, func(h record.Header, _ []byte) bool {
+	if err := l.ReadBatches(0, 0, func(h record.Header, _ []byte) bool {
 		kept += int(h.NumRecords)
 		return true
 	}); err != nil {
@@ -170,5 +170,5 @@ func TestConsumerOffsetsAreCompacted(t *testing.T) {
 	if kept*4 > int(records) {
 		t.Fatalf("%d of %d records kept", kept, records)
 	}
-	t.Logf("%d of %d records kept, %d bytes of %d", kept, records, p.Log().Size(), written)
+	t.Logf("%d of %d records kept, %d bytes of %d", kept, records, l.Size(), written)
 }

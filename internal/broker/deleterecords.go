@@ -2,9 +2,6 @@ package broker
 
 import (
 	"context"
-	"fmt"
-
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-io/strata/internal/metadata"
@@ -44,19 +41,11 @@ func (b *Broker) handleDeleteRecords(_ context.Context, _ *wire.Conn, req *wire.
 }
 
 func (b *Broker) deleteRecords(img *metadata.Image, topic string, partition int32, offset int64) (int64, error) {
-	frp := kmsg.FetchRequestTopicPartition{Partition: partition, CurrentLeaderEpoch: -1}
-	p, err := b.fetchPartition(img, topic, &frp)
+	p, err := b.hostedPartition(img, topic, partition)
 	if err != nil {
 		return 0, err
 	}
-	hw := p.HighWatermark()
-	if offset == -1 {
-		offset = hw
-	}
-	if offset < 0 || offset > hw {
-		return 0, fmt.Errorf("%w: %d is beyond the high watermark %d", kerr.OffsetOutOfRange, offset, hw)
-	}
-	low, err := p.Log().DeleteRecordsBefore(offset)
+	low, err := p.DeleteRecordsBefore(offset)
 	if err != nil {
 		return 0, storageError(err)
 	}

@@ -56,7 +56,7 @@ func (b *Broker) handleDescribeLogDirs(_ context.Context, _ *wire.Conn, req *wir
 		}
 		dp := kmsg.NewDescribeLogDirsResponseDirTopicPartition()
 		dp.Partition = key.partition
-		dp.Size = p.Log().Size()
+		dp.Size = p.Stats().Size
 		dir.Topics[i].Partitions = append(dir.Topics[i].Partitions, dp)
 	}
 	b.partitionsMu.RUnlock()

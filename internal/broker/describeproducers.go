@@ -5,6 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strata-io/strata/internal/producer"
 	"github.com/strata-io/strata/internal/wire"
 )
 
@@ -25,14 +26,17 @@ func (b *Broker) handleDescribeProducers(_ context.Context, _ *wire.Conn, req *w
 		for _, partition := range rt.Partitions {
 			sp := kmsg.NewDescribeProducersResponseTopicPartition()
 			sp.Partition = partition
-			frp := kmsg.FetchRequestTopicPartition{Partition: partition, CurrentLeaderEpoch: -1}
-			p, err := b.fetchPartition(img, rt.Topic, &frp)
+			var producers []producer.ProducerInfo
+			p, err := b.hostedPartition(img, rt.Topic, partition)
+			if err == nil {
+				producers, err = p.ActiveProducers()
+			}
 			if err != nil {
 				sp.ErrorCode, sp.ErrorMessage = errorCode(err), errorMessage(err)
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
-			for _, info := range p.Producers() {
+			for _, info := range producers {
 				ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
 				ap.ProducerID, ap.ProducerEpoch = info.ProducerID, int32(info.ProducerEpoch)
 				ap.LastSequence, ap.LastTimestamp = info.LastSequence, info.LastTimestamp

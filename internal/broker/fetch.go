@@ -2,8 +2,6 @@ package broker
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -11,7 +9,6 @@ import (
 
 	"github.com/strata-io/strata/internal/metadata"
 	"github.com/strata-io/strata/internal/replica"
-	"github.com/strata-io/strata/internal/storage"
 	"github.com/strata-io/strata/internal/wire"
 )
 
@@ -131,18 +128,17 @@ type fetchResult struct {
 	bytes    int64
 	errors   bool
 	parts    []*replica.Partition // the partitions read, to watch
-	hws      []int64              // their high watermarks when read
+	limits   []int64              // what bounded their reads (replica.ReadResult.Limit)
 	// bytesOut and failed count per topic, for the metrics of the pass
 	// that is answered.
 	bytesOut map[string]int64
 	failed   map[string]int
 }
 
-// moved reports whether any partition's high watermark moved since the
-// pass read it.
+// moved reports whether any partition has news since the pass read it.
 func (f *fetchResult) moved() bool {
 	for i, p := range f.parts {
-		if p.HighWatermark() != f.hws[i] {
+		if p.Limit() != f.limits[i] {
 			return true
 		}
 	}
@@ -193,13 +189,16 @@ func (b *Broker) fetchOnce(r *kmsg.FetchRequest) fetchResult {
 			err := topicErr
 			var p *replica.Partition
 			if err == nil {
-				p, err = b.fetchPartition(img, name, rp)
+				p, err = b.hostedPartition(img, name, rp.Partition)
 			}
 			if err == nil {
-				res.parts = append(res.parts, p)
-				res.hws = append(res.hws, p.HighWatermark())
 				var splice *wire.Splice
-				splice, err = b.readPartition(p, rp, sp, min(remaining, int64(rp.PartitionMaxBytes)), minOneBatch)
+				var limit int64
+				splice, limit, err = readPartition(p, rp, sp, min(remaining, int64(rp.PartitionMaxBytes)), minOneBatch)
+				if err == nil {
+					res.parts = append(res.parts, p)
+					res.limits = append(res.limits, limit)
+				}
 				if splice != nil {
 					if res.bytesOut == nil {
 						res.bytesOut = map[string]int64{}
@@ -238,54 +237,23 @@ func fetchTopicName(img *metadata.Image, version int16, rt *kmsg.FetchRequestTop
 	return t.Name, nil
 }
 
-// fetchPartition finds the local leader and checks the client's view of
-// the leader epoch (KIP-320).
-func (b *Broker) fetchPartition(img *metadata.Image, topic string, rp *kmsg.FetchRequestTopicPartition) (*replica.Partition, error) {
-	if _, _, ok := img.Partition(topic, rp.Partition); !ok {
-		return nil, kerr.UnknownTopicOrPartition
-	}
-	p, ok := b.partition(topic, rp.Partition)
-	if !ok {
-		return nil, kerr.NotLeaderForPartition
-	}
-	leader, epoch := p.Leader()
-	switch {
-	case !leader:
-		return nil, kerr.NotLeaderForPartition
-	case rp.CurrentLeaderEpoch >= 0 && rp.CurrentLeaderEpoch < epoch:
-		return nil, kerr.FencedLeaderEpoch
-	case rp.CurrentLeaderEpoch > epoch:
-		return nil, kerr.UnknownLeaderEpoch
-	}
-	return p, nil
-}
-
-// readPartition reads one partition up to its high watermark and returns
-// the region to splice in, or nil when there is nothing to send.
-func (b *Broker) readPartition(p *replica.Partition, rp *kmsg.FetchRequestTopicPartition, sp *kmsg.FetchResponseTopicPartition, maxBytes int64, minOneBatch bool) (*wire.Splice, error) {
-	log := p.Log()
-	hw := p.HighWatermark()
-	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hw, hw, log.LogStartOffset()
-	if maxBytes < 0 {
-		maxBytes = 0
-	}
-	if rp.FetchOffset > log.LogEndOffset() || rp.FetchOffset < log.LogStartOffset() {
-		return nil, fmt.Errorf("%w: offset %d, log from %d to %d", kerr.OffsetOutOfRange, rp.FetchOffset, log.LogStartOffset(), log.LogEndOffset())
-	}
-	if rp.FetchOffset >= hw || (maxBytes == 0 && !minOneBatch) {
-		return nil, nil
-	}
-	rr, err := log.Read(rp.FetchOffset, int(min(maxBytes, 1<<31-1)), hw, minOneBatch)
+// readPartition reads one partition and returns the region to splice in,
+// or nil when there is nothing to send, and what bounded the read.
+func readPartition(p *replica.Partition, rp *kmsg.FetchRequestTopicPartition, sp *kmsg.FetchResponseTopicPartition, maxBytes int64, minOneBatch bool) (*wire.Splice, int64, error) {
+	rr, err := p.Read(replica.ReadRequest{
+		Offset:             rp.FetchOffset,
+		CurrentLeaderEpoch: rp.CurrentLeaderEpoch,
+		MaxBytes:           maxBytes,
+		MinOneBatch:        minOneBatch,
+	})
 	if err != nil {
-		if errors.Is(err, storage.ErrOffsetOutOfRange) {
-			return nil, fmt.Errorf("%w: %v", kerr.OffsetOutOfRange, err)
-		}
-		return nil, storageError(err)
+		return nil, 0, storageError(err)
 	}
+	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = rr.HighWatermark, rr.HighWatermark, rr.LogStartOffset
 	if rr.Region.Len == 0 {
-		return nil, nil
+		return nil, rr.Limit, nil
 	}
 	cookie := wire.NewCookie()
 	sp.RecordBatches = cookie[:]
-	return &wire.Splice{Cookie: cookie, Region: wire.FileRegion{File: rr.Region.File, Pos: rr.Region.Pos, Len: rr.Region.Len}}, nil
+	return &wire.Splice{Cookie: cookie, Region: wire.FileRegion{File: rr.Region.File, Pos: rr.Region.Pos, Len: rr.Region.Len}}, rr.Limit, nil
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/strata-io/strata/internal/controller"
 	"github.com/strata-io/strata/internal/group"
 	"github.com/strata-io/strata/internal/metadata"
-	"github.com/strata-io/strata/internal/record"
 	"github.com/strata-io/strata/internal/replica"
 	"github.com/strata-io/strata/internal/wire"
 )
@@ -101,30 +100,14 @@ type offsetsPartition struct{ p *replica.Partition }
 
 func (o offsetsPartition) Append(ctx context.Context, batch []byte) error {
 	res, err := o.p.AppendAsLeader(batch, -1)
-	if err != nil {
-		return storageError(err)
+	if err == nil && res.Pending {
+		err = o.p.AwaitAcks(ctx, res.LastOffset+1, -1)
 	}
-	if err := o.p.Committed(ctx, res.LastOffset+1); err != nil {
-		return storageError(err)
-	}
-	return nil
+	return storageError(err)
 }
 
 func (o offsetsPartition) ReadBatches(from int64, fn func(batch []byte) bool) error {
-	log := o.p.Log()
-	if from < log.LogStartOffset() {
-		from = log.LogStartOffset()
-	}
-	hw := o.p.HighWatermark()
-	if from >= hw {
-		return nil
-	}
-	return storageError(log.ReadBatches(from, 0, func(h record.Header, batch []byte) bool {
-		if h.BaseOffset >= hw {
-			return false
-		}
-		return fn(batch)
-	}))
+	return storageError(o.p.ReadCommitted(from, fn))
 }
 
 // applyCoordinator loads or unloads the coordinator's partitions as the

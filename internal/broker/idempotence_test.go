@@ -82,8 +82,8 @@ func TestIdempotentRetryAnsweredAsOriginal(t *testing.T) {
 					restarted, i, retry.BaseOffset, retry.LogAppendTime, retry.ErrorCode, firsts[i].BaseOffset, firsts[i].LogAppendTime)
 			}
 		}
-		p, _ := b.partition("appendtime", 0)
-		if end := p.Log().LogEndOffset(); end != 12 {
+		l, _ := b.logs.Log("appendtime", 0)
+		if end := l.LogEndOffset(); end != 12 {
 			t.Fatalf("restarted=%v: log end offset %d after retries, want 12", restarted, end)
 		}
 	}

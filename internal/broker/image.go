@@ -67,7 +67,7 @@ func (b *Broker) applyPartition(t *metadata.Topic, index int32, p, old *metadata
 			b.logger.Error("opening partition", "topic", t.Name, "partition", index, "err", err)
 			return
 		}
-		r, err = replica.New(t.Name, index, log, b.nodeID, replicaSettings(values), b.now, b.logger)
+		r, err = replica.New(t.Name, index, log, b.nodeID, b.replicaSettings(values), b.now, b.logger)
 		if err != nil {
 			b.logger.Error("opening partition", "topic", t.Name, "partition", index, "err", err)
 			return
@@ -81,11 +81,13 @@ func (b *Broker) applyPartition(t *metadata.Topic, index int32, p, old *metadata
 		configChanged = true
 	}
 	if configChanged {
-		r.Log().SetConfig(b.storageConfig(values))
-		r.SetSettings(replicaSettings(values))
+		if err := r.SetSettings(b.replicaSettings(values)); err != nil {
+			b.logger.Error("configuring partition", "topic", t.Name, "partition", index, "err", err)
+		}
 	}
 	if p.Leader == b.nodeID && (old == nil || !ok || old.LeaderEpoch != p.LeaderEpoch || old.Leader != p.Leader) {
-		if err := r.BecomeLeader(p.LeaderEpoch, p.ISR); err != nil {
+		state := replica.State{Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, Replicas: p.Replicas, ISR: p.ISR}
+		if err := r.BecomeLeader(state); err != nil {
 			b.logger.Error("becoming leader", "topic", t.Name, "partition", index, "err", err)
 		}
 	}

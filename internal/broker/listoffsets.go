@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-io/strata/internal/metadata"
+	"github.com/strata-io/strata/internal/replica"
 	"github.com/strata-io/strata/internal/wire"
 )
 
@@ -21,13 +22,6 @@ import (
 // through the time index; when there is none, offset and timestamp are -1.
 // * The leader epoch returned is the current leader epoch.
 func init() { register(2, 1, 8, (*Broker).handleListOffsets) }
-
-const (
-	listLatest        = -1
-	listEarliest      = -2
-	listMaxTimestamp  = -3
-	listEarliestLocal = -4
-)
 
 func (b *Broker) handleListOffsets(_ context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
 	r := req.Body.(*kmsg.ListOffsetsRequest)
@@ -51,30 +45,17 @@ func (b *Broker) handleListOffsets(_ context.Context, _ *wire.Conn, req *wire.Re
 }
 
 func (b *Broker) listOffset(img *metadata.Image, topic string, rp *kmsg.ListOffsetsRequestTopicPartition, sp *kmsg.ListOffsetsResponseTopicPartition, version int16) error {
-	frp := kmsg.FetchRequestTopicPartition{Partition: rp.Partition, CurrentLeaderEpoch: rp.CurrentLeaderEpoch}
-	p, err := b.fetchPartition(img, topic, &frp)
+	p, err := b.hostedPartition(img, topic, rp.Partition)
 	if err != nil {
 		return err
 	}
-	_, epoch := p.Leader()
-	sp.LeaderEpoch = epoch
-	log := p.Log()
-	switch ts := rp.Timestamp; {
-	case ts == listLatest:
-		sp.Offset = p.HighWatermark()
-	case ts == listEarliest || (ts == listEarliestLocal && version >= 8):
-		sp.Offset = log.LogStartOffset()
-	case ts == listMaxTimestamp && version >= 7:
-		sp.Timestamp, sp.Offset = log.MaxTimestamp()
-		if sp.Offset >= p.HighWatermark() {
-			sp.Timestamp, sp.Offset = -1, -1
-		}
-	case ts < 0:
+	if (rp.Timestamp == replica.MaxTimestamp && version < 7) || (rp.Timestamp == replica.EarliestLocalTimestamp && version < 8) {
 		return kerr.UnsupportedVersion
-	default:
-		if off, t, ok := log.OffsetForTimestamp(ts); ok && off < p.HighWatermark() {
-			sp.Offset, sp.Timestamp = off, t
-		}
 	}
+	res, err := p.OffsetForTime(rp.CurrentLeaderEpoch, rp.Timestamp)
+	if err != nil {
+		return err
+	}
+	sp.Offset, sp.Timestamp, sp.LeaderEpoch = res.Offset, res.Timestamp, res.LeaderEpoch
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-io/strata/internal/config"
-	"github.com/strata-io/strata/internal/record"
 	"github.com/strata-io/strata/internal/wire"
 )
 
@@ -68,10 +67,10 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	hosted = len(b.partitions)
 	for key, p := range b.partitions {
 		part := itoa(key.partition)
-		log := p.Log()
-		ch <- prometheus.MustNewConstMetric(descLogSize, prometheus.GaugeValue, float64(log.Size()), key.topic, part)
-		ch <- prometheus.MustNewConstMetric(descLogEnd, prometheus.GaugeValue, float64(log.LogEndOffset()), key.topic, part)
-		ch <- prometheus.MustNewConstMetric(descLogStart, prometheus.GaugeValue, float64(log.LogStartOffset()), key.topic, part)
+		stats := p.Stats()
+		ch <- prometheus.MustNewConstMetric(descLogSize, prometheus.GaugeValue, float64(stats.Size), key.topic, part)
+		ch <- prometheus.MustNewConstMetric(descLogEnd, prometheus.GaugeValue, float64(stats.LogEndOffset), key.topic, part)
+		ch <- prometheus.MustNewConstMetric(descLogStart, prometheus.GaugeValue, float64(stats.LogStartOffset), key.topic, part)
 	}
 	b.partitionsMu.RUnlock()
 	ch <- prometheus.MustNewConstMetric(descPartitions, prometheus.GaugeValue, float64(hosted))
@@ -93,15 +92,11 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descGroupLag, prometheus.GaugeValue, float64(lag), g.Group, o.Topic, part)
 			seconds := 0.0
 			if lag > 0 {
-				// The first batch at or after the committed offset holds the
-				// oldest record not yet consumed.
-				p.Log().ScanBatchHeaders(o.Offset, func(h record.Header, _ int64) bool {
-					if h.LastOffset() >= o.Offset {
-						seconds = max(now.Sub(time.UnixMilli(h.BaseTimestamp)).Seconds(), 0)
-						return false
-					}
-					return true
-				})
+				// The batch holding the committed offset holds the oldest
+				// record not yet consumed.
+				if ts, ok := p.BatchTimestamp(o.Offset); ok {
+					seconds = max(now.Sub(time.UnixMilli(ts)).Seconds(), 0)
+				}
 			}
 			ch <- prometheus.MustNewConstMetric(descGroupLagSeconds, prometheus.GaugeValue, seconds, g.Group, o.Topic, part)
 		}

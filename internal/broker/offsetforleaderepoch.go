@@ -28,13 +28,11 @@ func (b *Broker) handleOffsetForLeaderEpoch(_ context.Context, _ *wire.Conn, req
 			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LeaderEpoch, sp.EndOffset = -1, -1
-			frp := kmsg.FetchRequestTopicPartition{Partition: rp.Partition, CurrentLeaderEpoch: rp.CurrentLeaderEpoch}
-			p, err := b.fetchPartition(img, rt.Topic, &frp)
-			if err != nil {
-				sp.ErrorCode = errorCode(err)
-			} else {
-				sp.LeaderEpoch, sp.EndOffset = p.Log().EndOffsetForEpoch(rp.LeaderEpoch)
+			p, err := b.hostedPartition(img, rt.Topic, rp.Partition)
+			if err == nil {
+				sp.LeaderEpoch, sp.EndOffset, err = p.EndOffsetForEpoch(rp.CurrentLeaderEpoch, rp.LeaderEpoch)
 			}
+			sp.ErrorCode = errorCode(err)
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)

@@ -92,7 +92,7 @@ func (b *Broker) handleProduce(ctx context.Context, _ *wire.Conn, req *wire.Requ
 		b.flushInBackground(pending)
 		return wire.Response{NoResponse: true}
 	}
-	if committed(pending) {
+	if len(pending) == 0 {
 		return respond(resp)
 	}
 	timeout := time.Duration(r.TimeoutMillis) * time.Millisecond
@@ -100,7 +100,7 @@ func (b *Broker) handleProduce(ctx context.Context, _ *wire.Conn, req *wire.Requ
 		wctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		for _, pa := range pending {
-			if err := pa.part.Committed(wctx, pa.end); err != nil {
+			if err := pa.part.AwaitAcks(wctx, pa.end, r.Acks); err != nil {
 				pa.resp.ErrorCode = errorCode(storageError(err))
 				if r.Version >= 8 {
 					pa.resp.ErrorMessage = errorMessage(err)
@@ -111,31 +111,12 @@ func (b *Broker) handleProduce(ctx context.Context, _ *wire.Conn, req *wire.Requ
 	}}
 }
 
-// committed reports whether nothing is left to wait for: every append is
-// below its partition's high watermark already (as on a single node
-// without flush.messages=1), so the answer need not be deferred.
-func committed(pending []pendingAppend) bool {
-	for _, pa := range pending {
-		if pa.part.SyncEveryAppend() || pa.part.HighWatermark() < pa.end {
-			return false
-		}
-	}
-	return true
-}
-
 // producePartition finds the local leader replica a produce names.
 func (b *Broker) producePartition(img *metadata.Image, topic string, partition int32) (*replica.Partition, error) {
 	if isInternalTopic(topic) {
 		return nil, fmt.Errorf("%w: cannot produce to internal topic %s", kerr.InvalidTopicException, topic)
 	}
-	if _, _, ok := img.Partition(topic, partition); !ok {
-		return nil, kerr.UnknownTopicOrPartition
-	}
-	p, ok := b.partition(topic, partition)
-	if !ok {
-		return nil, kerr.NotLeaderForPartition
-	}
-	return p, nil
+	return b.hostedPartition(img, topic, partition)
 }
 
 // appendProduced appends one partition's records and fills its response;
@@ -154,24 +135,23 @@ func (b *Broker) appendProduced(p *replica.Partition, records []byte, acks int16
 	}
 	sp.BaseOffset = res.FirstOffset
 	sp.LogAppendTime = res.LogAppendTime
-	sp.LogStartOffset = p.Log().LogStartOffset()
-	if acks == -1 || p.SyncEveryAppend() {
+	sp.LogStartOffset = res.LogStartOffset
+	if res.Pending {
 		*pending = append(*pending, pendingAppend{part: p, resp: sp, end: res.LastOffset + 1})
 	}
 	return nil
 }
 
-// flushInBackground makes acks=0 appends durable when flush.messages=1, so
-// the high watermark still advances though nobody waits for it.
+// flushInBackground makes acks=0 appends durable when flush.messages=1
+// (the only acks=0 appends pending), so the high watermark still advances
+// though nobody waits for it.
 func (b *Broker) flushInBackground(pending []pendingAppend) {
 	for _, pa := range pending {
-		if pa.part.SyncEveryAppend() {
-			go func() {
-				if err := pa.part.Committed(b.ctx, pa.end); err != nil {
-					b.logger.Warn("flushing an acks=0 append", "topic", pa.part.Topic, "partition", pa.part.Index, "err", err)
-				}
-			}()
-		}
+		go func() {
+			if err := pa.part.AwaitAcks(b.ctx, pa.end, 0); err != nil {
+				b.logger.Warn("flushing an acks=0 append", "topic", pa.part.Topic, "partition", pa.part.Index, "err", err)
+			}
+		}()
 	}
 }
 

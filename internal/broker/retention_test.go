@@ -26,14 +26,14 @@ func TestRetentionRunsInTheBroker(t *testing.T) {
 		}
 	}
 	// Everything but the active segment goes.
-	p, _ := b.partition("short-lived", 0)
+	l, _ := b.logs.Log("short-lived", 0)
 	poll.UntilStatus(t, 30*time.Second, "retention to delete the old segments", func() (bool, string) {
 		starts, err := adm.ListStartOffsets(ctx, "short-lived")
 		if err != nil {
 			t.Fatal(err)
 		}
 		o, _ := starts.Lookup("short-lived", 0)
-		n := p.Log().NumSegments()
+		n := l.NumSegments()
 		return o.Offset > 0 && n == 1, fmt.Sprintf("log start %d, %d segments", o.Offset, n)
 	})
 }

@@ -33,7 +33,7 @@ func newLeader(t *testing.T, l *storage.Log, s Settings) *Partition {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.BecomeLeader(3, []int32{1}); err != nil {
+	if err := p.BecomeLeader(State{Leader: 1, LeaderEpoch: 3, PartitionEpoch: 0, Replicas: []int32{1}, ISR: []int32{1}}); err != nil {
 		t.Fatal(err)
 	}
 	return p
@@ -74,7 +74,7 @@ func TestLeaderAppendAdvancesHighWatermarkAndWakesWatchers(t *testing.T) {
 	if p.Watched() {
 		t.Fatal("a signalled watcher stays registered")
 	}
-	if epoch, ok := p.Log().LatestEpoch(); !ok || epoch != 3 {
+	if epoch, ok := p.log.LatestEpoch(); !ok || epoch != 3 {
 		t.Fatalf("leader epoch in the log: %d %v", epoch, ok)
 	}
 }
@@ -108,11 +108,11 @@ func TestSyncEveryAppendHoldsHighWatermarkUntilFlushed(t *testing.T) {
 	if p.HighWatermark() != 0 {
 		t.Fatalf("high watermark %d before the flush", p.HighWatermark())
 	}
-	if err := p.Committed(context.Background(), res.LastOffset+1); err != nil {
+	if err := p.AwaitAcks(context.Background(), res.LastOffset+1, -1); err != nil {
 		t.Fatal(err)
 	}
-	if p.HighWatermark() != 2 || p.Log().RecoveryPoint() != 2 {
-		t.Fatalf("after the flush: high watermark %d, recovery point %d", p.HighWatermark(), p.Log().RecoveryPoint())
+	if p.HighWatermark() != 2 || p.log.RecoveryPoint() != 2 {
+		t.Fatalf("after the flush: high watermark %d, recovery point %d", p.HighWatermark(), p.log.RecoveryPoint())
 	}
 }
 

@@ -1,0 +1,158 @@
+package replica
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/strata-io/strata/internal/producer"
+	"github.com/strata-io/strata/internal/record"
+	"github.com/strata-io/strata/internal/storage"
+)
+
+// AppendResult is a leader append's outcome.
+type AppendResult struct {
+	storage.AppendInfo
+	// Duplicate is set when the whole request was a retry of batches
+	// already in the log (idempotent producers); AppendInfo then gives the
+	// original offsets and nothing was written.
+	Duplicate bool
+	// LogStartOffset is the log start offset after the append.
+	LogStartOffset int64
+	// Pending is set when the answer must wait for AwaitAcks: acks=all
+	// before the high watermark passes the records (a retried duplicate's
+	// original included), or any acks with flush.messages=1 before the
+	// fsync.
+	Pending bool
+}
+
+// AppendAsLeader appends a produce request's records for this partition.
+// acks is the request's acks (0, 1 or -1). It returns once the records are
+// in the log; AwaitAcks waits for what acks asks when Pending is set.
+func (p *Partition) AppendAsLeader(records []byte, acks int16) (AppendResult, error) {
+	s := p.settings.Load()
+	res, snapshot, err := p.appendAsLeader(records, acks, s)
+	if err != nil {
+		return res, err
+	}
+	if snapshot != nil {
+		// Written (and fsynced) outside the lock. A snapshot only spares
+		// recovery a scan; without it the state is rebuilt from the log.
+		if err := p.log.WriteSnapshot(res.RolledTo, snapshot); err != nil {
+			p.logger.Warn("writing producer snapshot", "topic", p.Topic, "partition", p.Index, "offset", res.RolledTo, "err", err)
+		}
+	}
+	end := res.LastOffset + 1
+	if !s.SyncEveryAppend && !res.Duplicate {
+		p.advanceHighWatermark(end)
+	}
+	res.LogStartOffset = p.log.LogStartOffset()
+	res.Pending = s.SyncEveryAppend || (acks == -1 && p.HighWatermark() < end)
+	return res, nil
+}
+
+// appendAsLeader appends under the append lock. When the append rolled a
+// segment, it returns the producers' snapshot to write at the roll.
+func (p *Partition) appendAsLeader(records []byte, acks int16, s *Settings) (AppendResult, []byte, error) {
+	p.appendMu.Lock()
+	defer p.appendMu.Unlock()
+	p.mu.Lock()
+	leader, epoch, inSync := p.leader, p.state.LeaderEpoch, len(p.state.ISR)
+	p.mu.Unlock()
+	if !leader {
+		return AppendResult{}, nil, ErrNotLeader
+	}
+	if acks == -1 && inSync < s.MinInsyncReplicas {
+		return AppendResult{}, nil, fmt.Errorf("%w: %d in sync, min.insync.replicas is %d", ErrNotEnoughReplicas, inSync, s.MinInsyncReplicas)
+	}
+	opts := storage.AppendOptions{AssignOffsets: true, LeaderEpoch: epoch, LogAppendTime: -1}
+	if s.LogAppendTime {
+		opts.LogAppendTime = p.now().UnixMilli()
+	}
+	txn := p.producers.Begin()
+	dup, err := checkProducers(txn, records, opts.LogAppendTime)
+	if err != nil {
+		return AppendResult{}, nil, err
+	}
+	if dup != nil {
+		return duplicate(dup, s), nil, nil
+	}
+	info, err := p.log.Append(records, opts)
+	if err != nil {
+		return AppendResult{}, nil, err
+	}
+	var snapshot []byte
+	if info.RolledTo >= 0 {
+		// The state before this append is the state at the new segment's
+		// base offset.
+		snapshot = p.producers.Snapshot()
+	}
+	// The records are in the log: the state must follow them whatever
+	// happens to the snapshot, or a retry would be appended twice.
+	txn.Commit(info.FirstOffset)
+	return AppendResult{AppendInfo: info}, snapshot, nil
+}
+
+// duplicate answers a retry as the original append was answered, with its
+// log-append time on LogAppendTime topics (the cached timestamp is the one
+// stored, the append time there). Kafka answers the cached timestamp on
+// CreateTime topics too, where clients would take it for the record's
+// timestamp; Strata answers -1 there, as it does for a first append.
+func duplicate(dup *producer.BatchMetadata, s *Settings) AppendResult {
+	dupTime := int64(-1)
+	if s.LogAppendTime {
+		dupTime = dup.Timestamp
+	}
+	return AppendResult{Duplicate: true, AppendInfo: storage.AppendInfo{
+		FirstOffset: dup.FirstOffset, LastOffset: dup.LastOffset(), LogAppendTime: dupTime,
+	}}
+}
+
+// checkProducers checks every batch of a request against the producers'
+// state. It returns the first duplicate, if the request is a retry. Bytes
+// that do not parse are left for the log's validation to refuse.
+func checkProducers(txn *producer.Append, records []byte, logAppendTime int64) (*producer.BatchMetadata, error) {
+	var dup *producer.BatchMetadata
+	var err error
+	record.Batches(records, func(h record.Header, _ []byte) bool {
+		if logAppendTime >= 0 {
+			h.MaxTimestamp = logAppendTime
+		}
+		var d *producer.BatchMetadata
+		d, err = txn.Check(h)
+		if d != nil && dup == nil {
+			dup = d
+		}
+		return err == nil
+	})
+	return dup, err
+}
+
+// AwaitAcks blocks until an append whose records end before end is
+// acknowledged as acks asks: flushed when every append is synced
+// (flush.messages=1), and for acks=all below the high watermark. A single
+// node commits as soon as the flush returns. It returns ErrTimedOut when
+// ctx ends first.
+func (p *Partition) AwaitAcks(ctx context.Context, end int64, acks int16) error {
+	if p.settings.Load().SyncEveryAppend {
+		if err := p.log.Flush(end); err != nil {
+			return err
+		}
+		p.advanceHighWatermark(end)
+	}
+	if acks != -1 {
+		return nil
+	}
+	ch := make(chan struct{}, 1)
+	defer p.Unwatch(ch)
+	for {
+		p.Watch(ch)
+		if p.HighWatermark() >= end {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("%w: waiting for replication", ErrTimedOut)
+		}
+	}
+}

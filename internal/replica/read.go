@@ -1,0 +1,166 @@
+package replica
+
+import (
+	"fmt"
+
+	"github.com/strata-io/strata/internal/record"
+	"github.com/strata-io/strata/internal/storage"
+)
+
+// ReadRequest is one partition of a Fetch request.
+type ReadRequest struct {
+	Offset int64
+	// CurrentLeaderEpoch is the fetcher's view of the leader epoch, or -1
+	// (KIP-320).
+	CurrentLeaderEpoch int32
+	MaxBytes           int64
+	// MinOneBatch returns a first batch bigger than MaxBytes alone
+	// (KIP-74): set for the first partition of a response with data.
+	MinOneBatch bool
+}
+
+// ReadResult is what Read found.
+type ReadResult struct {
+	// Region holds whole batches; Len is 0 when there is nothing to send.
+	// It belongs to the log and stays valid as storage.FileRegion says.
+	Region         storage.FileRegion
+	HighWatermark  int64
+	LogStartOffset int64
+	// Limit is the offset the read was bounded by, for a long poll to
+	// wait on with Limit (the high watermark, for a consumer).
+	Limit int64
+}
+
+// Read reads one partition of a fetch, up to the high watermark. It needs
+// the leader, at the caller's leader epoch. An offset outside the log is
+// ErrOffsetOutOfRange.
+func (p *Partition) Read(r ReadRequest) (ReadResult, error) {
+	if _, err := p.fence(r.CurrentLeaderEpoch, true); err != nil {
+		return ReadResult{}, err
+	}
+	hw := p.HighWatermark()
+	res := ReadResult{HighWatermark: hw, LogStartOffset: p.log.LogStartOffset(), Limit: hw}
+	if leo := p.log.LogEndOffset(); r.Offset > leo || r.Offset < res.LogStartOffset {
+		return res, fmt.Errorf("%w: offset %d, log from %d to %d", ErrOffsetOutOfRange, r.Offset, res.LogStartOffset, leo)
+	}
+	maxBytes := max(r.MaxBytes, 0)
+	if r.Offset >= res.Limit || (maxBytes == 0 && !r.MinOneBatch) {
+		return res, nil
+	}
+	rr, err := p.log.Read(r.Offset, int(min(maxBytes, 1<<31-1)), res.Limit, r.MinOneBatch)
+	if err != nil {
+		return res, outOfRange(err)
+	}
+	res.Region = rr.Region
+	return res, nil
+}
+
+// Limit returns the offset a consumer's read is bounded by now: a long
+// poll has news once it differs from the ReadResult's.
+func (p *Partition) Limit() int64 { return p.HighWatermark() }
+
+// Special timestamps of ListOffsets.
+const (
+	LatestTimestamp        = -1 // the high watermark
+	EarliestTimestamp      = -2 // the log start offset
+	MaxTimestamp           = -3 // the record with the largest timestamp (v7+)
+	EarliestLocalTimestamp = -4 // the log start offset: no tiered storage (v8+)
+)
+
+// OffsetResult answers one partition of ListOffsets.
+type OffsetResult struct {
+	Offset, Timestamp int64 // -1, -1 when no record matches
+	LeaderEpoch       int32 // the current leader epoch
+}
+
+// OffsetForTime answers ListOffsets for timestamp ts, one of the special
+// timestamps or a time in milliseconds: the first committed record at or
+// after it, through the time index. It needs the leader, at the caller's
+// leader epoch.
+func (p *Partition) OffsetForTime(currentLeaderEpoch int32, ts int64) (OffsetResult, error) {
+	epoch, err := p.fence(currentLeaderEpoch, true)
+	if err != nil {
+		return OffsetResult{}, err
+	}
+	res := OffsetResult{Offset: -1, Timestamp: -1, LeaderEpoch: epoch}
+	hw := p.HighWatermark()
+	switch {
+	case ts == LatestTimestamp:
+		res.Offset = hw
+	case ts == EarliestTimestamp || ts == EarliestLocalTimestamp:
+		res.Offset = p.log.LogStartOffset()
+	case ts == MaxTimestamp:
+		if t, off := p.log.MaxTimestamp(); off < hw {
+			res.Timestamp, res.Offset = t, off
+		}
+	case ts < 0:
+		return OffsetResult{}, fmt.Errorf("%w: timestamp %d", ErrUnsupportedTimestamp, ts)
+	default:
+		if off, t, ok := p.log.OffsetForTimestamp(ts); ok && off < hw {
+			res.Offset, res.Timestamp = off, t
+		}
+	}
+	return res, nil
+}
+
+// EndOffsetForEpoch answers OffsetForLeaderEpoch (KIP-101/279): the
+// largest epoch at or below epoch that the log has and the offset where the
+// next epoch starts (the log end offset for the latest epoch), or -1, -1.
+// It needs the leader, at the caller's leader epoch.
+func (p *Partition) EndOffsetForEpoch(currentLeaderEpoch, epoch int32) (int32, int64, error) {
+	if _, err := p.fence(currentLeaderEpoch, true); err != nil {
+		return -1, -1, err
+	}
+	e, end := p.log.EndOffsetForEpoch(epoch)
+	return e, end, nil
+}
+
+// DeleteRecordsBefore advances the log start offset to offset (-1: the
+// high watermark) and returns the new log start offset. An offset past the
+// high watermark is ErrOffsetOutOfRange. It needs the leader.
+func (p *Partition) DeleteRecordsBefore(offset int64) (int64, error) {
+	if _, err := p.fence(-1, true); err != nil {
+		return 0, err
+	}
+	hw := p.HighWatermark()
+	if offset == -1 {
+		offset = hw
+	}
+	if offset < 0 || offset > hw {
+		return 0, fmt.Errorf("%w: %d is beyond the high watermark %d", ErrOffsetOutOfRange, offset, hw)
+	}
+	return p.log.DeleteRecordsBefore(offset)
+}
+
+// ReadCommitted calls fn with every batch from the one holding offset from
+// (or the log start) up to the high watermark, in order, until fn returns
+// false: for the group coordinator loading __consumer_offsets. batch is
+// only valid during the call. It does not check leadership: the caller
+// loads what it was told it leads.
+func (p *Partition) ReadCommitted(from int64, fn func(batch []byte) bool) error {
+	from = max(from, p.log.LogStartOffset())
+	hw := p.HighWatermark()
+	if from >= hw {
+		return nil
+	}
+	return outOfRange(p.log.ReadBatches(from, 0, func(h record.Header, batch []byte) bool {
+		if h.BaseOffset >= hw {
+			return false
+		}
+		return fn(batch)
+	}))
+}
+
+// BatchTimestamp returns the first timestamp of the batch holding offset
+// (or of the first batch after it): the age of the oldest record a
+// consumer at offset has not read.
+func (p *Partition) BatchTimestamp(offset int64) (ts int64, ok bool) {
+	p.log.ScanBatchHeaders(offset, func(h record.Header, _ int64) bool {
+		if h.LastOffset() >= offset {
+			ts, ok = h.BaseTimestamp, true
+			return false
+		}
+		return true
+	})
+	return ts, ok
+}
