@@ -87,9 +87,7 @@ func (it imageTopics) Topics() []group.TopicInfo {
 	img := it.b.image.Load()
 	out := make([]group.TopicInfo, 0, len(img.Topics))
 	for _, name := range img.TopicNames() {
-		if !isInternalTopic(name) {
-			out = append(out, topicInfo(img.Topics[name]))
-		}
+		out = append(out, topicInfo(img.Topics[name]))
 	}
 	return out
 }

@@ -1,12 +1,17 @@
 package broker
 
 import (
+	"context"
 	"fmt"
+	"regexp"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/strata-io/strata/internal/testutil/poll"
 )
 
 // TestGroupConsumeCommitResume consumes in a group with a real client,
@@ -83,5 +88,40 @@ func TestGroupConsumeCommitResume(t *testing.T) {
 		if first[v] {
 			t.Fatalf("record %s read again after the restart", v)
 		}
+	}
+}
+
+// TestKIP848RegexMatchesInternalTopics subscribes a KIP-848 member by
+// regular expression and checks the broker resolves it over every topic,
+// internal ones included, as Kafka does: franz-go's
+// Test848RegexBrokerResolves expects __consumer_offsets assigned.
+func TestKIP848RegexMatchesInternalTopics(t *testing.T) {
+	b := startBroker(t, nil)
+	adm := newAdmin(t, b.Addr())
+	for _, topic := range []string{"re-orders", "re-orders-v2", "re-other"} {
+		createTopic(t, adm, topic, 1, nil)
+	}
+	var (
+		mu       sync.Mutex
+		assigned = map[string]bool{}
+	)
+	newClient(t, b.Addr(), kgo.ConsumerGroup("regex"), kgo.ServerSideBalancer(), kgo.ConsumeRegex(),
+		kgo.ConsumeTopics("re-orders.*", regexp.QuoteMeta(OffsetsTopic)),
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
+			mu.Lock()
+			defer mu.Unlock()
+			for topic := range ps {
+				assigned[topic] = true
+			}
+		}))
+	poll.UntilStatus(t, 30*time.Second, "the regex subscription assigned", func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		return assigned["re-orders"] && assigned["re-orders-v2"] && assigned[OffsetsTopic], fmt.Sprint(assigned)
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if assigned["re-other"] {
+		t.Fatalf("re-other assigned though no regex matches it: %v", assigned)
 	}
 }

@@ -402,9 +402,11 @@ func (s *shard) maybeResolveRegexes(g *consumerGroup) {
 		if err != nil {
 			continue
 		}
+		// Every topic in the image is a candidate, internal ones included:
+		// Kafka's refreshRegularExpressions matches __consumer_offsets too.
 		topics := make(map[string]struct{})
 		for _, t := range s.c.topics.Topics() {
-			if !isInternalTopic(t.Name) && compiled.MatchString(t.Name) {
+			if compiled.MatchString(t.Name) {
 				topics[t.Name] = struct{}{}
 			}
 		}
@@ -416,10 +418,6 @@ func (s *shard) maybeResolveRegexes(g *consumerGroup) {
 // must match a whole topic name (RE2 syntax, as Kafka's RE2/J).
 func compileSubscriptionRegex(re string) (*regexp.Regexp, error) {
 	return regexp.Compile("^(?:" + re + ")$")
-}
-
-func isInternalTopic(name string) bool {
-	return name == "__consumer_offsets" || name == "__transaction_state" || name == "__share_group_state"
 }
 
 // computeMetadataHash fingerprints the subscribed topics' ids and partition

@@ -48,8 +48,9 @@ type TopicInfo struct {
 type TopicMetadata interface {
 	TopicByName(name string) (TopicInfo, bool)
 	TopicByID(id [16]byte) (TopicInfo, bool)
-	// Topics lists every topic; it is used to resolve KIP-848 regular
-	// expression subscriptions, at most every regexRefreshInterval per group.
+	// Topics lists every topic, internal ones included; it is used to
+	// resolve KIP-848 regular expression subscriptions, at most every
+	// regexRefreshInterval per group.
 	Topics() []TopicInfo
 }
 
