@@ -218,8 +218,12 @@ func (l *Log) cleaningDue(now time.Time) (CleanableInfo, bool) {
 // a rewritten segment in. Reads of replaced segments keep working for
 // file.delete.delay.ms. Cleanings of one log are serialized. If the log is
 // truncated, closed or deleted, or the segments being cleaned are deleted,
-// or ctx is done, Clean stops without harm and returns an error wrapping
-// errCleanAborted (ctx's error when cancelled).
+// Clean stops without harm and returns an error wrapping errCleanAborted.
+// So it does when ctx is done before the first rewritten segment is
+// swapped in (with ctx's error); after that, it finishes the cleaning and
+// moves the checkpoint, so that what it deduplicated is never above the
+// checkpoint it leaves: a cancelled cleaning takes at most the rewrite of
+// the segments below the map's end.
 func (l *Log) Clean(ctx context.Context, opts CleanOptions) (CleanResult, error) {
 	l.cleanMu.Lock()
 	defer l.cleanMu.Unlock()
@@ -265,6 +269,14 @@ func (l *Log) Clean(ctx context.Context, opts CleanOptions) (CleanResult, error)
 		}
 		if err := l.cleanGroup(ctx, &c, group, f, cfg, now, &res); err != nil {
 			return res, l.cleanFailed(err)
+		}
+		if res.SegmentsAfter > 0 {
+			// A run swapped in was deduplicated against the whole offset
+			// map, up to mapEnd: stopping now would leave records above
+			// the checkpoint removed, and the runs still to come, below
+			// mapEnd, never deduplicated against the keys the map held.
+			// From the first swap on, a cancellation waits for the end.
+			ctx = context.WithoutCancel(ctx)
 		}
 	}
 	res.RecordsRemoved, res.TombstonesRemoved = f.recordsRemoved, f.tombstonesRemoved

@@ -286,15 +286,22 @@ func TestCleanCrashAtEveryStep(t *testing.T) {
 	}
 }
 
-// hookFS runs hook once, just before the first rename of a cleaned log
-// file: when a cleaning is about to commit its first run.
+// hookFS runs hook once, just before the first rename of a file whose
+// name ends in from: by default a cleaned log file, when a cleaning is
+// about to commit its first run; with logSuffix+swapSuffix, when the first
+// run has been swapped into the segment list.
 type hookFS struct {
 	vfs.FS
+	from string
 	hook func()
 }
 
 func (h *hookFS) Rename(oldname, newname string) error {
-	if strings.HasSuffix(oldname, logSuffix+cleanedSuffix) && h.hook != nil {
+	from := h.from
+	if from == "" {
+		from = logSuffix + cleanedSuffix
+	}
+	if strings.HasSuffix(oldname, from) && h.hook != nil {
 		hook := h.hook
 		h.hook = nil
 		hook()
@@ -349,6 +356,57 @@ func TestCleanAbortsWhenTheLogChanges(t *testing.T) {
 			checkCompacted(t, readRecords(t, l), want, res.CleanedTo, false)
 		})
 	}
+}
+
+// TestCleanCancelledAfterASwapFinishes cancels a cleaning right after it
+// swapped in its first rewritten run, as the Manager's Close does when it
+// stops the cleaner (the interleaving that made TestManagerCleansCompactedLogs
+// flaky): that run was deduplicated against the whole offset map, so the
+// cleaning must not stop there with the checkpoint left behind, which would
+// leave records above the checkpoint removed. It finishes, and the log is
+// compacted exactly up to the checkpoint it records.
+func TestCleanCancelledAfterASwapFinishes(t *testing.T) {
+	mem := newMem(t, "/d")
+	hfs := &hookFS{FS: mem, from: logSuffix + swapSuffix}
+	l := openTestLog(t, hfs, "/d/t-0", compactConfig(), LogOptions{})
+	defer l.Close()
+	rng := rand.New(rand.NewPCG(9, 9))
+	now := time.UnixMilli(5000)
+	written := writeUpdates(t, l, batchOpts{ts: 1000}, 20, 6, 2, rng)
+	hfs.hook = nil
+	first := cleanOK(t, l, now).CleanedTo
+	written = append(written, writeUpdates(t, l, batchOpts{ts: 1000}, 20, 6, 2, rng)...)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	hfs.hook = cancel
+	res, err := l.Clean(ctx, CleanOptions{Now: now})
+	if err != nil {
+		t.Fatalf("cleaning cancelled after its first swap: %v", err)
+	}
+	if hfs.hook != nil {
+		t.Fatal("the cleaning swapped nothing in")
+	}
+	if res.SegmentsAfter < 2 {
+		t.Fatalf("the cleaning rewrote %d runs; the test needs two or more", res.SegmentsAfter)
+	}
+	if cp := l.CleanerCheckpoint(); cp != res.CleanedTo || cp <= first {
+		t.Fatalf("checkpoint %d after the cancelled cleaning to %d (the previous one reached %d)", cp, res.CleanedTo, first)
+	}
+	checkCompacted(t, readRecords(t, l), written, l.CleanerCheckpoint(), false)
+
+	// Cancelled before anything was swapped in, a cleaning still stops.
+	written = append(written, writeUpdates(t, l, batchOpts{ts: 1000}, 20, 6, 2, rng)...)
+	before := l.CleanerCheckpoint()
+	ctx, cancel = context.WithCancel(context.Background())
+	cancel()
+	if _, err := l.Clean(ctx, CleanOptions{Now: now}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cleaning cancelled before its first swap: %v", err)
+	}
+	if l.CleanerCheckpoint() != before {
+		t.Fatalf("checkpoint moved from %d to %d by a cleaning that stopped", before, l.CleanerCheckpoint())
+	}
+	checkCompacted(t, readRecords(t, l), written, before, false)
 }
 
 // TestOpenRemovesAnUnreadableSwap: a .swap log is synced before its

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/internal/record"
+	"github.com/strata-io/strata/internal/testutil/poll"
 	"github.com/strata-io/strata/internal/vfs"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -673,13 +674,7 @@ func TestManagerCleansCompactedLogs(t *testing.T) {
 	}
 	m.Start()
 	written = append(written, writeUpdates(t, compacted, batchOpts{ts: 1000}, 20, 10, 2, rng)...)
-	deadline := time.Now().Add(20 * time.Second)
-	for compacted.CleanerCheckpoint() == cp {
-		if time.Now().After(deadline) {
-			t.Fatal("the cleaner's loop did not clean")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Until(t, 20*time.Second, "the cleaner's loop to clean", func() bool { return compacted.CleanerCheckpoint() != cp })
 	if err := m.Close(); err != nil { // waits for the loop to end
 		t.Fatal(err)
 	}
