@@ -76,6 +76,11 @@ type Broker struct {
 	partitionsMu sync.RWMutex
 	partitions   map[tp]*replica.Partition
 
+	// isr commits ISR changes (AlterPartition) for the partitions led
+	// here; nil until the controller implements it (a single node's ISR
+	// never changes).
+	isr partitionAlterer
+
 	producerIDs   *producer.IDAllocator
 	fetchSessions *fetchSessions
 	groups        *group.Coordinator
@@ -310,17 +315,23 @@ func (b *Broker) ready() error {
 	return b.live()
 }
 
-// housekeeping forgets idle producers until Close. Retention, flush.ms
+// housekeeping forgets idle producers and checks the ISRs until Close. Retention, flush.ms
 // and checkpoints run in the storage manager's own loop.
 func (b *Broker) housekeeping() {
 	expire := time.NewTicker(producerExpirationCheckInterval)
 	defer expire.Stop()
+	// Kafka's isr-expiration task: followers out of sync for
+	// replica.lag.time.max.ms leave the ISR.
+	isrCheck := time.NewTicker(max(time.Duration(b.cfg.Int("replica.lag.time.max.ms"))*time.Millisecond/2, time.Millisecond))
+	defer isrCheck.Stop()
 	for {
 		select {
 		case <-b.ctx.Done():
 			return
 		case <-expire.C:
 			b.expireProducers()
+		case <-isrCheck.C:
+			b.tickPartitions()
 		}
 	}
 }
@@ -450,6 +461,23 @@ func (b *Broker) replicaSettings(values map[string]string) replica.Settings {
 		SyncEveryAppend:   t.Int("flush.messages") == 1,
 		Log:               b.storageConfig(values),
 	}
+}
+
+// replicaOptions are what every replica on this broker shares.
+func (b *Broker) replicaOptions() replica.Options {
+	opts := replica.Options{
+		NodeID:     b.nodeID,
+		LagTimeMax: time.Duration(b.cfg.Int("replica.lag.time.max.ms")) * time.Millisecond,
+		Now:        b.now,
+		Logger:     b.logger,
+		Context:    b.ctx,
+	}
+	if b.isr != nil {
+		opts.AlterPartition = func(ctx context.Context, topic string, partition int32, c replica.ISRChange) (int32, error) {
+			return b.isr.alterPartition(ctx, topic, partition, c.LeaderEpoch, c.PartitionEpoch, c.ISR)
+		}
+	}
+	return opts
 }
 
 // validateDynamicBrokerConfig accepts dynamic broker keys.

@@ -67,7 +67,7 @@ func (b *Broker) applyPartition(t *metadata.Topic, index int32, p, old *metadata
 			b.logger.Error("opening partition", "topic", t.Name, "partition", index, "err", err)
 			return
 		}
-		r, err = replica.New(t.Name, index, log, b.nodeID, b.replicaSettings(values), b.now, b.logger)
+		r, err = replica.New(t.Name, index, log, b.replicaSettings(values), b.replicaOptions())
 		if err != nil {
 			b.logger.Error("opening partition", "topic", t.Name, "partition", index, "err", err)
 			return

@@ -38,13 +38,10 @@ func (p *Partition) AppendAsLeader(records []byte, acks int16) (AppendResult, er
 		// Written (and fsynced) outside the lock. A snapshot only spares
 		// recovery a scan; without it the state is rebuilt from the log.
 		if err := p.log.WriteSnapshot(res.RolledTo, snapshot); err != nil {
-			p.logger.Warn("writing producer snapshot", "topic", p.Topic, "partition", p.Index, "offset", res.RolledTo, "err", err)
+			p.opts.Logger.Warn("writing producer snapshot", "topic", p.Topic, "partition", p.Index, "offset", res.RolledTo, "err", err)
 		}
 	}
 	end := res.LastOffset + 1
-	if !s.SyncEveryAppend && !res.Duplicate {
-		p.advanceHighWatermark(end)
-	}
 	res.LogStartOffset = p.log.LogStartOffset()
 	res.Pending = s.SyncEveryAppend || (acks == -1 && p.HighWatermark() < end)
 	return res, nil
@@ -56,17 +53,14 @@ func (p *Partition) appendAsLeader(records []byte, acks int16, s *Settings) (App
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
 	p.mu.Lock()
-	leader, epoch, inSync := p.leader, p.state.LeaderEpoch, len(p.state.ISR)
+	epoch, err := p.tracker.leaderEpoch, p.tracker.checkAppend(acks)
 	p.mu.Unlock()
-	if !leader {
-		return AppendResult{}, nil, ErrNotLeader
-	}
-	if acks == -1 && inSync < s.MinInsyncReplicas {
-		return AppendResult{}, nil, fmt.Errorf("%w: %d in sync, min.insync.replicas is %d", ErrNotEnoughReplicas, inSync, s.MinInsyncReplicas)
+	if err != nil {
+		return AppendResult{}, nil, err
 	}
 	opts := storage.AppendOptions{AssignOffsets: true, LeaderEpoch: epoch, LogAppendTime: -1}
 	if s.LogAppendTime {
-		opts.LogAppendTime = p.now().UnixMilli()
+		opts.LogAppendTime = p.nowMs()
 	}
 	txn := p.producers.Begin()
 	dup, err := checkProducers(txn, records, opts.LogAppendTime)
@@ -89,6 +83,9 @@ func (p *Partition) appendAsLeader(records []byte, acks int16, s *Settings) (App
 	// The records are in the log: the state must follow them whatever
 	// happens to the snapshot, or a retry would be appended twice.
 	txn.Commit(info.FirstOffset)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.applyLocked(p.tracker.appended(p.log.LogEndOffset(), p.committable(), p.nowMs()))
 	return AppendResult{AppendInfo: info}, snapshot, nil
 }
 
@@ -129,30 +126,45 @@ func checkProducers(txn *producer.Append, records []byte, logAppendTime int64) (
 
 // AwaitAcks blocks until an append whose records end before end is
 // acknowledged as acks asks: flushed when every append is synced
-// (flush.messages=1), and for acks=all below the high watermark. A single
-// node commits as soon as the flush returns. It returns ErrTimedOut when
-// ctx ends first.
+// (flush.messages=1), and for acks=all committed, that is below the high
+// watermark, with NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below
+// min.insync.replicas meanwhile. It returns ErrTimedOut when ctx ends
+// first, ErrNotLeader when the replica stops leading first.
 func (p *Partition) AwaitAcks(ctx context.Context, end int64, acks int16) error {
 	if p.settings.Load().SyncEveryAppend {
 		if err := p.log.Flush(end); err != nil {
 			return err
 		}
-		p.advanceHighWatermark(end)
+		// The log end offset and the flushed end only grow (a leader
+		// never truncates), so reading them under mu keeps the tracker's
+		// view in order without the append lock.
+		p.mu.Lock()
+		p.applyLocked(p.tracker.appended(p.log.LogEndOffset(), p.committable(), p.nowMs()))
+		p.mu.Unlock()
 	}
 	if acks != -1 {
 		return nil
 	}
-	ch := make(chan struct{}, 1)
-	defer p.Unwatch(ch)
-	for {
-		p.Watch(ch)
-		if p.HighWatermark() >= end {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return fmt.Errorf("%w: waiting for replication", ErrTimedOut)
-		}
+	ch := make(chan error, 1)
+	p.mu.Lock()
+	p.nextAckID++
+	id := p.nextAckID
+	p.ackWaiters[id] = ch
+	p.applyLocked(p.tracker.awaitAck(id, end))
+	p.mu.Unlock()
+	select {
+	case err := <-ch:
+		return err
+	case <-ctx.Done():
+	}
+	p.mu.Lock()
+	p.tracker.cancelAck(id)
+	delete(p.ackWaiters, id)
+	p.mu.Unlock()
+	select {
+	case err := <-ch: // answered while the context ended
+		return err
+	default:
+		return fmt.Errorf("%w: waiting for replication", ErrTimedOut)
 	}
 }

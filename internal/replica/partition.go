@@ -1,8 +1,10 @@
 package replica
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,39 +35,70 @@ type State struct {
 	ISR            []int32
 }
 
+// Options are a partition's broker-level settings and seams.
+type Options struct {
+	NodeID int32
+	// LagTimeMax is replica.lag.time.max.ms (30 s): how long a follower may
+	// go without catching up before it leaves the ISR.
+	LagTimeMax time.Duration
+	Now        func() time.Time
+	Logger     *slog.Logger
+	// AlterPartition sends an ISR change to the controller (AlterPartition,
+	// API 56) and returns the partition epoch it committed, or a Kafka
+	// error (kerr) saying why not. It may be called from any goroutine,
+	// several partitions at once. When nil, ISR changes stay in flight
+	// until the metadata changes the partition (a single node, whose ISR
+	// is itself, proposes none).
+	AlterPartition func(ctx context.Context, topic string, partition int32, change ISRChange) (partitionEpoch int32, err error)
+	// Context bounds the partition's background work (AlterPartition
+	// calls and their retries): cancel it when the broker stops.
+	Context context.Context
+}
+
 // Partition is this broker's replica of one partition. It owns the log.
 type Partition struct {
 	Topic    string
 	Index    int32
 	log      *storage.Log
-	nodeID   int32
+	opts     Options
 	settings atomic.Pointer[Settings]
-	now      func() time.Time
-	logger   *slog.Logger
 
 	appendMu sync.Mutex
 	// producers is the idempotent producers' state; appendMu guards it.
 	producers *producer.PartitionState
 
 	mu sync.Mutex
-	// leader, state: whether this replica leads, and the partition's
-	// state when it last changed role; mu guards them.
-	leader bool
-	state  State
-	// highWatermark is written under mu and read without it.
+	// tracker is the replication state machine; mu guards it, and the
+	// effects of every event are applied before mu is released.
+	tracker *tracker
+	// highWatermark is tracker.highWatermark, published for readers that
+	// do not take mu; written under mu.
 	highWatermark atomic.Int64
-	// watchers are signalled (without blocking) when the high watermark
-	// moves; see Watch. mu guards them.
+	// watchers are signalled (without blocking) when the partition has
+	// something new to read; see Watch. mu guards them.
 	watchers map[chan<- struct{}]struct{}
+	// ackWaiters are the acks=all produces waiting, by the id the tracker
+	// knows them by; mu guards them.
+	ackWaiters map[uint64]chan<- error
+	nextAckID  uint64
 }
 
 // New returns a replica that owns log, with the idempotent producers'
 // state rebuilt from the latest snapshot and the batches after it. It is
 // not leader until BecomeLeader.
-func New(topic string, index int32, log *storage.Log, nodeID int32, s Settings, now func() time.Time, logger *slog.Logger) (*Partition, error) {
-	p := &Partition{Topic: topic, Index: index, log: log, nodeID: nodeID, now: now, logger: logger,
-		watchers: map[chan<- struct{}]struct{}{}, producers: producer.NewPartitionState(),
-		state: State{Leader: -1, LeaderEpoch: -1, PartitionEpoch: -1}}
+func New(topic string, index int32, log *storage.Log, s Settings, opts Options) (*Partition, error) {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Context == nil {
+		opts.Context = context.Background()
+	}
+	p := &Partition{Topic: topic, Index: index, log: log, opts: opts,
+		producers: producer.NewPartitionState(),
+		watchers:  map[chan<- struct{}]struct{}{}, ackWaiters: map[uint64]chan<- error{}}
 	p.settings.Store(&s)
 	if err := p.rebuildProducers(); err != nil {
 		return nil, err
@@ -73,8 +106,10 @@ func New(topic string, index int32, log *storage.Log, nodeID int32, s Settings, 
 	// A restarted single node resumes with everything recovered visible:
 	// what survived recovery was flushed or is as durable as acks=1 ever
 	// promised.
-	p.highWatermark.Store(log.LogEndOffset())
-	log.SetRetentionBound(log.LogEndOffset())
+	hw := log.LogEndOffset()
+	p.tracker = newTracker(opts.NodeID, hw, s.MinInsyncReplicas, opts.LagTimeMax.Milliseconds())
+	p.highWatermark.Store(hw)
+	log.SetRetentionBound(hw)
 	return p, nil
 }
 
@@ -109,6 +144,9 @@ func (p *Partition) SetSettings(s Settings) error {
 		return err
 	}
 	p.settings.Store(&s)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.tracker.configure(s.MinInsyncReplicas, p.opts.LagTimeMax.Milliseconds())
 	return nil
 }
 
@@ -124,9 +162,35 @@ func (p *Partition) BecomeLeader(state State) error {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.leader = true
-	p.state = state
+	p.applyLocked(p.tracker.becomeLeader(state, p.log.LogEndOffset(), p.committable(), p.nowMs()))
 	return nil
+}
+
+// committable is how far the local log counts towards the high watermark:
+// the log end offset, or the flushed end when every append is synced.
+func (p *Partition) committable() int64 {
+	if p.settings.Load().SyncEveryAppend {
+		return p.log.RecoveryPoint()
+	}
+	return p.log.LogEndOffset()
+}
+
+func (p *Partition) nowMs() int64 { return p.opts.Now().UnixMilli() }
+
+// Tick lets the partition notice followers that fell out of sync. The
+// broker calls it every half replica.lag.time.max.ms, as Kafka's
+// isr-expiration task runs.
+func (p *Partition) Tick() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.applyLocked(p.tracker.tick(p.nowMs()))
+}
+
+// ISR returns the committed in-sync replicas when this replica leads.
+func (p *Partition) ISR() []int32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.tracker.isr)
 }
 
 // fence applies KIP-320 to a caller that believes the leader epoch is
@@ -136,13 +200,18 @@ func (p *Partition) BecomeLeader(state State) error {
 func (p *Partition) fence(currentLeaderEpoch int32, requireLeader bool) (int32, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	epoch := p.state.LeaderEpoch
+	return p.fenceLocked(currentLeaderEpoch, requireLeader)
+}
+
+// fenceLocked is fence; p.mu must be held.
+func (p *Partition) fenceLocked(currentLeaderEpoch int32, requireLeader bool) (int32, error) {
+	epoch := p.tracker.leaderEpoch
 	switch {
 	case currentLeaderEpoch >= 0 && currentLeaderEpoch < epoch:
 		return epoch, fmt.Errorf("%w: %d is older than %d", ErrFencedLeaderEpoch, currentLeaderEpoch, epoch)
 	case currentLeaderEpoch > epoch:
 		return epoch, fmt.Errorf("%w: %d is newer than %d", ErrUnknownLeaderEpoch, currentLeaderEpoch, epoch)
-	case requireLeader && !p.leader:
+	case requireLeader && !p.tracker.leader:
 		return epoch, ErrNotLeader
 	}
 	return epoch, nil
@@ -184,7 +253,7 @@ func (p *Partition) SnapshotProducers() error {
 func (p *Partition) ExpireProducers(expirationMs int64) int {
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
-	return p.producers.Expire(p.now().UnixMilli(), expirationMs)
+	return p.producers.Expire(p.nowMs(), expirationMs)
 }
 
 // ActiveProducers lists the active producers, for DescribeProducers. It

@@ -27,9 +27,13 @@ func openLog(t *testing.T, dir string) *storage.Log {
 	return l
 }
 
+func testOptions() Options {
+	return Options{NodeID: 1, LagTimeMax: 30 * time.Second, Now: time.Now, Logger: slog.New(slog.DiscardHandler)}
+}
+
 func newLeader(t *testing.T, l *storage.Log, s Settings) *Partition {
 	t.Helper()
-	p, err := New("orders", 0, l, 1, s, time.Now, slog.New(slog.DiscardHandler))
+	p, err := New("orders", 0, l, s, testOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +85,7 @@ func TestLeaderAppendAdvancesHighWatermarkAndWakesWatchers(t *testing.T) {
 
 func TestAppendRefusals(t *testing.T) {
 	l := openLog(t, t.TempDir())
-	follower, err := New("orders", 0, l, 1, Settings{MinInsyncReplicas: 1}, time.Now, slog.New(slog.DiscardHandler))
+	follower, err := New("orders", 0, l, Settings{MinInsyncReplicas: 1}, testOptions())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,9 +2,7 @@ package replica
 
 import (
 	"errors"
-	"log/slog"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -17,7 +15,7 @@ func TestFencing(t *testing.T) {
 	if _, err := leader.AppendAsLeader(batch(4, -1, 0), 1); err != nil {
 		t.Fatal(err)
 	}
-	fresh, err := New("orders", 0, l, 1, Settings{MinInsyncReplicas: 1}, time.Now, slog.New(slog.DiscardHandler))
+	fresh, err := New("orders", 0, l, Settings{MinInsyncReplicas: 1}, testOptions())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,17 +35,3 @@ func (p *Partition) wakeLocked() {
 		delete(p.watchers, ch)
 	}
 }
-
-// advanceHighWatermark raises the high watermark to hw and wakes the
-// watchers.
-func (p *Partition) advanceHighWatermark(hw int64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if hw <= p.highWatermark.Load() {
-		return
-	}
-	p.highWatermark.Store(hw)
-	// Retention and compaction stay below the high watermark, as in Kafka.
-	p.log.SetRetentionBound(hw)
-	p.wakeLocked()
-}
