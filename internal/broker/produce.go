@@ -11,6 +11,7 @@ import (
 
 	"github.com/strata-io/strata/internal/metadata"
 	"github.com/strata-io/strata/internal/producer"
+	"github.com/strata-io/strata/internal/record"
 	"github.com/strata-io/strata/internal/replica"
 	"github.com/strata-io/strata/internal/storage"
 	"github.com/strata-io/strata/internal/wire"
@@ -19,8 +20,16 @@ import (
 // Produce: v3-11.
 //
 // Behavior:
-// * Only record batches (magic 2, v3+); batches are validated (CRC, sizes,
-// counts) and stored exactly as sent, with offsets assigned in place.
+// * Only record batches (magic 2, v3+); every record of every batch is
+// validated as Kafka's LogValidator does (storage.Log.ValidateProduced:
+// CRC, sizes, counts, each record's framing, offset deltas, timestamps,
+// compressed batches through bounded decoders), before the idempotence
+// check, and stored exactly as sent, with offsets assigned in place. Where
+// Kafka would rewrite a batch (inner offsets, max timestamp), Strata
+// refuses it.
+// * A malformed record answers INVALID_RECORD naming it in ErrorRecords
+// for v8+, CORRUPT_MESSAGE before (which has no way to name it); a
+// malformed batch CORRUPT_MESSAGE.
 // * acks=0 gets no response; if any partition failed, the connection is
 // closed instead, as Kafka does, so the producer notices.
 // * acks=-1 waits for the high watermark (and, with flush.messages=1, for
@@ -31,8 +40,8 @@ import (
 // * Transactions are not implemented: a transactional produce fails with
 // TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
 // * A record without a key on a compacted topic fails the partition with
-// INVALID_RECORD, as in Kafka since KIP-467 (the record is named in the
-// error message, not in RecordErrors).
+// INVALID_RECORD, as in Kafka since KIP-467 (named in ErrorRecords for
+// v8+).
 func init() { register(0, 3, 11, (*Broker).handleProduce) }
 
 type pendingAppend struct {
@@ -70,7 +79,7 @@ func (b *Broker) handleProduce(ctx context.Context, _ *wire.Conn, req *wire.Requ
 				var p *replica.Partition
 				p, err = b.producePartition(img, rt.Topic, rp.Partition)
 				if err == nil {
-					err = b.appendProduced(p, rp.Records, r.Acks, sp, &pending)
+					err = b.appendProduced(p, rp.Records, r.Acks, r.Version, sp, &pending)
 				}
 			}
 			if err != nil {
@@ -121,12 +130,19 @@ func (b *Broker) producePartition(img *metadata.Image, topic string, partition i
 
 // appendProduced appends one partition's records and fills its response;
 // appends that must wait (acks=all, fsync) are added to pending.
-func (b *Broker) appendProduced(p *replica.Partition, records []byte, acks int16, sp *kmsg.ProduceResponseTopicPartition, pending *[]pendingAppend) error {
+func (b *Broker) appendProduced(p *replica.Partition, records []byte, acks, version int16, sp *kmsg.ProduceResponseTopicPartition, pending *[]pendingAppend) error {
 	if len(records) == 0 {
 		return fmt.Errorf("%w: no record batches", kerr.CorruptMessage)
 	}
 	res, err := p.AppendAsLeader(records, acks)
 	if err != nil {
+		var re *record.RecordError
+		if errors.As(err, &re) && version >= 8 {
+			sp.ErrorRecords = []kmsg.ProduceResponseTopicPartitionErrorRecord{{RelativeOffset: re.Index, ErrorMessage: errorMessage(re)}}
+			if !errors.Is(err, storage.ErrNullKey) {
+				return fmt.Errorf("%w: %v", kerr.InvalidRecord, err)
+			}
+		}
 		return storageError(err)
 	}
 	if !res.Duplicate {

@@ -14,10 +14,11 @@ func TestBuildRoundTrip(t *testing.T) {
 		{Key: nil, Value: bytes.Repeat([]byte("z"), 300), Timestamp: 999},
 	}
 	batch := Build(nil, recs)
-	h, err := ValidateProduced(batch, 0)
+	v, err := ValidateProduced(batch, ValidateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	h := v.Headers()[0]
 	if h.NumRecords != 3 || h.LastOffsetDelta != 2 || h.MaxTimestamp != 1005 || h.Size() != len(batch) || h.ProducerID != -1 {
 		t.Fatalf("header %+v", h)
 	}

@@ -53,6 +53,20 @@ func compressBatch(t testing.TB, batch []byte, codec int) []byte {
 	return out
 }
 
+// decompressAll decompresses a whole batch as the log cleaner does:
+// measured by ScanStored first.
+func decompressAll(batch []byte) ([]byte, error) {
+	h, err := ParseHeader(batch)
+	if err != nil {
+		return nil, err
+	}
+	size, err := ScanStored(batch, &h, 0, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	return Decompress(batch, size, nil)
+}
+
 func TestDecompressEveryCodec(t *testing.T) {
 	var recs []Rec
 	for i := range 50 {
@@ -65,7 +79,7 @@ func TestDecompressEveryCodec(t *testing.T) {
 		if _, err := Validate(c, 0); err != nil {
 			t.Fatal(err)
 		}
-		d, err := Decompress(c, 1<<20)
+		d, err := decompressAll(c)
 		if err != nil {
 			t.Fatalf("codec %d: %v", codec, err)
 		}
@@ -83,18 +97,18 @@ func TestDecompressEveryCodec(t *testing.T) {
 		if n != 50 {
 			t.Fatalf("codec %d: %d records", codec, n)
 		}
-		if _, err := Decompress(c, 100); !errors.Is(err, ErrDecompress) {
+		if _, err := Decompress(c, 100, nil); !errors.Is(err, ErrDecompress) {
 			t.Fatalf("codec %d: limit not enforced: %v", codec, err)
 		}
 		garbled := bytes.Clone(c)
 		for i := HeaderSize; i < len(garbled); i += 3 {
 			garbled[i] ^= 0x5a
 		}
-		if _, err := Decompress(garbled, 1<<20); err == nil {
+		if _, err := decompressAll(garbled); err == nil {
 			t.Logf("codec %d: garbled input decompressed (allowed, but unusual)", codec)
 		}
 	}
-	if d, err := Decompress(plain, 10); err != nil || &d[0] != &plain[0] {
+	if d, err := Decompress(plain, 10, nil); err != nil || &d[0] != &plain[0] {
 		t.Fatal("uncompressed batch not returned as is")
 	}
 }
@@ -118,7 +132,7 @@ func FuzzValidate(f *testing.F) {
 		h, err := Validate(b, 0)
 		ph, perr := ParseHeader(b)
 		if err != nil {
-			if _, err2 := ValidateProduced(b, 0); err2 == nil {
+			if _, err2 := ValidateProduced(b, ValidateOptions{}); err2 == nil {
 				t.Fatal("ValidateProduced accepted what Validate rejected")
 			}
 			return
@@ -142,7 +156,7 @@ func FuzzValidate(f *testing.F) {
 			t.Fatalf("Batches over one valid batch: %d, %v", n, err)
 		}
 		// Internal readers may not panic on what validation lets through.
-		d, err := Decompress(b[:size], 1<<20)
+		d, err := decompressAll(b[:size])
 		if err == nil {
 			Records(d, func(int64, int64, *kmsg.Record) error { return nil })
 			ScanRecords(d[HeaderSize:], h.NumRecords, func(r *RawRecord) error {

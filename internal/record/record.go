@@ -85,9 +85,9 @@ const (
 	CodecZstd   = 4
 )
 
-// Errors returned by Validate and Parse. The broker maps all of them to
-// CORRUPT_MESSAGE (or UNSUPPORTED_FOR_MESSAGE_FORMAT for ErrMagic); recovery
-// treats them as a torn or corrupt tail.
+// Errors returned by Validate and ParseHeader (and ValidateProduced). The
+// broker maps them to CORRUPT_MESSAGE (or UNSUPPORTED_FOR_MESSAGE_FORMAT for
+// ErrMagic); recovery treats them as a torn or corrupt tail.
 var (
 	// ErrShort is returned when the bytes end before the batch does: a
 	// truncated request or a torn write.
@@ -196,11 +196,12 @@ func ParseHeader(b []byte) (Header, error) {
 	return h, nil
 }
 
-// Validate checks the batch at the start of b the way a Kafka broker does on
-// produce: the length fits within b and within maxSize (when maxSize > 0), the
-// magic is 2, the CRC matches, the codec is known, and the record count agrees
-// with the last offset delta. It returns the header; the batch is
-// b[:h.Size()].
+// Validate checks the framing of the batch at the start of b, as a Kafka
+// broker does for a follower's or the log's own batches: the length fits
+// within b and within maxSize (when maxSize > 0), the magic is 2, the CRC
+// matches, the codec is known, and the record count agrees with the last
+// offset delta. It does not read the records (ValidateProduced and
+// ScanStored do). It returns the header; the batch is b[:h.Size()].
 func Validate(b []byte, maxSize int) (Header, error) {
 	h, err := ParseHeader(b)
 	if err != nil {
@@ -228,19 +229,6 @@ func Validate(b []byte, maxSize int) (Header, error) {
 	// keeps the header of an emptied batch where its offsets or producer
 	// sequence must stay visible (KAFKA-5443), as Kafka's does.
 	if h.NumRecords < 0 || int64(h.NumRecords) > int64(h.LastOffsetDelta)+1 {
-		return h, fmt.Errorf("%w: %d records, last offset delta %d", ErrRecordCount, h.NumRecords, h.LastOffsetDelta)
-	}
-	return h, nil
-}
-
-// ValidateProduced is Validate plus the rule for batches that arrive from a
-// producer: one record per offset.
-func ValidateProduced(b []byte, maxSize int) (Header, error) {
-	h, err := Validate(b, maxSize)
-	if err != nil {
-		return h, err
-	}
-	if int64(h.NumRecords) != int64(h.LastOffsetDelta)+1 {
 		return h, fmt.Errorf("%w: %d records, last offset delta %d", ErrRecordCount, h.NumRecords, h.LastOffsetDelta)
 	}
 	return h, nil

@@ -12,23 +12,11 @@ import (
 	"github.com/pierrec/lz4/v4"
 )
 
-// Rewriting batches is for the log cleaner and the compacted-topic key
-// check, never the produce or fetch path. A record inside the (uncompressed)
-// records section, Kafka's DefaultRecord:
-//
-//	length          varint  bytes after this field
-//	attributes      int8    unused, 0
-//	timestampDelta  varlong from the batch's base timestamp
-//	offsetDelta     varint  from the batch's base offset
-//	keyLength       varint  -1 for a null key
-//	key             bytes
-//	valueLength     varint  -1 for a null value (a tombstone)
-//	value           bytes
-//	headerCount     varint, then the headers
-//
-// A record is self-contained: its offset and timestamp are relative to the
-// batch header, so a cleaned batch that keeps its base offset and base
-// timestamp keeps the surviving records' bytes as they are.
+// Rewriting batches is for the log cleaner, never the produce or fetch
+// path. A record (see walk.go for its layout) is self-contained: its
+// offset and timestamp are relative to the batch header, so a cleaned
+// batch that keeps its base offset and base timestamp keeps the surviving
+// records' bytes as they are.
 
 // RawRecord is one record of a records section, decoded only as far as the
 // cleaner needs. Its slices alias the records section.
@@ -45,76 +33,36 @@ type RawRecord struct {
 }
 
 // ScanRecords calls fn with each of the count records of an uncompressed
-// records section (a batch's bytes after its header), checking that each
-// record's framing lies within its length and that the records fill the
-// section exactly. A malformed record is ErrShort.
+// records section (a batch's bytes after its header), checking each
+// record's framing as ValidateProduced does (lengths, varints and header
+// counts within the record) and that the records fill the section
+// exactly. A malformed record is ErrShort.
 func ScanRecords(records []byte, count int32, fn func(r *RawRecord) error) error {
-	b := records
+	var w walker
+	w.inMemory(records)
+	var wr walkedRecord
 	var r RawRecord
 	for i := int32(0); i < count; i++ {
-		n, w := binary.Varint(b)
-		if w <= 0 || n < 1 || int64(len(b)-w) < n {
-			return fmt.Errorf("%w: length of record %d", ErrShort, i)
-		}
-		r.Bytes = b[:w+int(n)]
-		if err := r.parse(w); err != nil {
+		if err := w.next(&wr); err != nil {
 			return fmt.Errorf("%w: record %d: %v", ErrShort, i, err)
+		}
+		r = RawRecord{
+			Bytes:          records[wr.start:wr.end:wr.end],
+			TimestampDelta: wr.TimestampDelta,
+			OffsetDelta:    wr.OffsetDelta,
+			Key:            wr.Key,
+			Value:          wr.Value,
+			attrEnd:        int(wr.tsStart - wr.start),
+			afterTimestamp: int(wr.tsEnd - wr.start),
 		}
 		if err := fn(&r); err != nil {
 			return err
 		}
-		b = b[w+int(n):]
 	}
-	if len(b) != 0 {
-		return fmt.Errorf("%w: %d bytes after %d records", ErrShort, len(b), count)
-	}
-	return nil
-}
-
-// parse decodes r.Bytes, whose length prefix is w bytes.
-func (r *RawRecord) parse(w int) error {
-	body := r.Bytes[w:]
-	p := 1 // attributes
-	if len(body) < p {
-		return fmt.Errorf("no attributes")
-	}
-	r.attrEnd = w + p
-	ts, n := binary.Varint(body[p:])
-	if n <= 0 {
-		return fmt.Errorf("bad timestamp delta")
-	}
-	p += n
-	r.TimestampDelta = ts
-	r.afterTimestamp = w + p
-	od, n := binary.Varint(body[p:])
-	if n <= 0 || od < -1<<31 || od > 1<<31-1 {
-		return fmt.Errorf("bad offset delta")
-	}
-	p += n
-	r.OffsetDelta = int32(od)
-	var err error
-	if r.Key, p, err = nullableBytes(body, p); err != nil {
-		return fmt.Errorf("key: %v", err)
-	}
-	if r.Value, p, err = nullableBytes(body, p); err != nil {
-		return fmt.Errorf("value: %v", err)
-	}
-	if _, n := binary.Varint(body[p:]); n <= 0 {
-		return fmt.Errorf("bad header count")
+	if left := len(records) - int(w.offset()); left != 0 {
+		return fmt.Errorf("%w: %d bytes after %d records", ErrShort, left, count)
 	}
 	return nil
-}
-
-func nullableBytes(b []byte, p int) ([]byte, int, error) {
-	l, n := binary.Varint(b[p:])
-	if n <= 0 || l < -1 || l > int64(len(b)-p-n) {
-		return nil, p, fmt.Errorf("bad length")
-	}
-	p += n
-	if l < 0 {
-		return nil, p, nil
-	}
-	return b[p : p+int(l) : p+int(l)], p + int(l), nil
 }
 
 // AppendRetimed appends r re-encoded with a new timestamp delta: what the

@@ -58,7 +58,7 @@ func TestScanRecordsAndRebuild(t *testing.T) {
 		if vh.BaseOffset != 100 || vh.LastOffsetDelta != 3 || vh.NumRecords != 2 || !vh.HasDeleteHorizon() || vh.Codec() != codec {
 			t.Fatalf("codec %d: header %+v", codec, vh)
 		}
-		d, err := Decompress(out, 1<<20)
+		d, err := decompressAll(out)
 		if err != nil {
 			t.Fatalf("codec %d: %v", codec, err)
 		}
@@ -84,7 +84,7 @@ func TestScanRecordsAndRebuild(t *testing.T) {
 	if _, err := Validate(AppendBatch(nil, &nh, nil), 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ValidateProduced(AppendBatch(nil, &nh, nil), 0); err == nil {
+	if _, err := ValidateProduced(AppendBatch(nil, &nh, nil), ValidateOptions{}); err == nil {
 		t.Fatal("a producer may not send an empty batch")
 	}
 	// Garbage never panics and is ErrShort.

@@ -28,9 +28,17 @@ type AppendResult struct {
 // AppendAsLeader appends a produce request's records for this partition.
 // acks is the request's acks (0, 1 or -1). It returns once the records are
 // in the log; AwaitAcks waits for what acks asks when Pending is set.
+//
+// Every record is validated first (storage.Log.ValidateProduced), outside
+// the lock and before the idempotent producers' state looks at the
+// batches: a corrupt retry is refused, never answered as a duplicate.
 func (p *Partition) AppendAsLeader(records []byte, acks int16) (AppendResult, error) {
 	s := p.settings.Load()
-	res, snapshot, err := p.appendAsLeader(records, acks, s)
+	batches, err := p.log.ValidateProduced(records)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	res, snapshot, err := p.appendAsLeader(batches, acks, s)
 	if err != nil {
 		return res, err
 	}
@@ -49,7 +57,7 @@ func (p *Partition) AppendAsLeader(records []byte, acks int16) (AppendResult, er
 
 // appendAsLeader appends under the append lock. When the append rolled a
 // segment, it returns the producers' snapshot to write at the roll.
-func (p *Partition) appendAsLeader(records []byte, acks int16, s *Settings) (AppendResult, []byte, error) {
+func (p *Partition) appendAsLeader(batches *record.Validated, acks int16, s *Settings) (AppendResult, []byte, error) {
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
 	p.mu.Lock()
@@ -63,14 +71,14 @@ func (p *Partition) appendAsLeader(records []byte, acks int16, s *Settings) (App
 		opts.LogAppendTime = p.nowMs()
 	}
 	txn := p.producers.Begin()
-	dup, err := checkProducers(txn, records, opts.LogAppendTime)
+	dup, err := checkProducers(txn, batches.Headers(), opts.LogAppendTime)
 	if err != nil {
 		return AppendResult{}, nil, err
 	}
 	if dup != nil {
 		return duplicate(dup, s), nil, nil
 	}
-	info, err := p.log.Append(records, opts)
+	info, err := p.log.AppendValidated(batches, opts)
 	if err != nil {
 		return AppendResult{}, nil, err
 	}
@@ -104,24 +112,24 @@ func duplicate(dup *producer.BatchMetadata, s *Settings) AppendResult {
 	}}
 }
 
-// checkProducers checks every batch of a request against the producers'
-// state. It returns the first duplicate, if the request is a retry. Bytes
-// that do not parse are left for the log's validation to refuse.
-func checkProducers(txn *producer.Append, records []byte, logAppendTime int64) (*producer.BatchMetadata, error) {
+// checkProducers checks every batch of a request, by its validated header,
+// against the producers' state. It returns the first duplicate, if the
+// request is a retry.
+func checkProducers(txn *producer.Append, headers []record.Header, logAppendTime int64) (*producer.BatchMetadata, error) {
 	var dup *producer.BatchMetadata
-	var err error
-	record.Batches(records, func(h record.Header, _ []byte) bool {
+	for _, h := range headers {
 		if logAppendTime >= 0 {
 			h.MaxTimestamp = logAppendTime
 		}
-		var d *producer.BatchMetadata
-		d, err = txn.Check(h)
+		d, err := txn.Check(h)
+		if err != nil {
+			return nil, err
+		}
 		if d != nil && dup == nil {
 			dup = d
 		}
-		return err == nil
-	})
-	return dup, err
+	}
+	return dup, nil
 }
 
 // AwaitAcks blocks until an append whose records end before end is

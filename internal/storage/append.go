@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -39,25 +40,97 @@ type AppendInfo struct {
 	RolledTo int64
 }
 
-// Append validates and appends the records of one produce request (one or
-// more v2 batches, back to back) for this partition. Callers serialize
-// Append per log.
+// ValidateProduced checks the records of one produce request for this log
+// as a leader must before anything else looks at them (the idempotent
+// producers' state included): record.ValidateProduced, with this log's
+// max.message.bytes and, on a compacted log, keys required. It takes no
+// lock, so requests validate in parallel. Errors: ErrMessageTooLarge,
+// ErrNullKey (a *record.RecordError names the record) or ErrCorrupt, each
+// wrapping the record package's error.
+func (l *Log) ValidateProduced(records []byte) (*record.Validated, error) {
+	return l.validateLeader(records, false)
+}
+
+// validateLeader is ValidateProduced, for the broker's own batches too
+// when allowControl.
+func (l *Log) validateLeader(records []byte, allowControl bool) (*record.Validated, error) {
+	cfg := l.cfg.Load()
+	v, err := record.ValidateProduced(records, record.ValidateOptions{
+		MaxMessageBytes: cfg.MaxMessageBytes, RequireKeys: cfg.Compact, AllowControl: allowControl, Budget: l.budget,
+	})
+	switch {
+	case err == nil:
+		return v, nil
+	case errors.Is(err, record.ErrTooLarge):
+		return nil, fmt.Errorf("%w: %w", ErrMessageTooLarge, err)
+	case errors.Is(err, ErrNullKey):
+		return nil, fmt.Errorf("storage: %w", err)
+	}
+	return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
+}
+
+// Append validates and appends the records of one request (one or more v2
+// batches, back to back) for this partition. Callers serialize Append per
+// log.
 //
-// Every batch is checked first (record.ValidateProduced when assigning
-// offsets, record.Validate otherwise; its size against max.message.bytes;
-// on a compacted log, a leader's records must all have keys, else
-// ErrNullKey);
-// on any error nothing is written and batches is not modified. Otherwise
-// the batches are edited in place (offsets, epoch, log-append time) and
-// written without re-encoding, after a roll if the active segment is full
-// or old. A follower's batches must start at or after the log end offset
-// and increase, else ErrOffsetsOutOfOrder (Kafka allows the gaps a
-// compacted leader's log has). The data reaches the page cache only: it is
-// durable once Flush returns, unless flush.messages or flush.ms force a
-// flush here.
+// A leader's batches (AssignOffsets) are checked as ValidateProduced does,
+// except that control batches (the broker's own transaction markers) are
+// allowed; a follower's framing and CRC only (record.Validate, and
+// max.message.bytes), as Kafka trusts its leader's records. On any error nothing is written
+// and batches is not modified. Otherwise as AppendValidated.
 func (l *Log) Append(batches []byte, opts AppendOptions) (AppendInfo, error) {
+	if opts.AssignOffsets {
+		v, err := l.validateLeader(batches, true)
+		if err != nil {
+			return l.emptyAppend(err)
+		}
+		return l.AppendValidated(v, opts)
+	}
+	cfg := l.cfg.Load()
+	var headers []record.Header
+	for b, i := batches, 0; len(b) > 0; i++ {
+		h, err := record.Validate(b, 0)
+		if err != nil {
+			return l.emptyAppend(fmt.Errorf("%w: batch %d at byte %d: %w", ErrCorrupt, i, len(batches)-len(b), err))
+		}
+		if size := h.Size(); cfg.MaxMessageBytes > 0 && size > cfg.MaxMessageBytes {
+			return l.emptyAppend(fmt.Errorf("%w: batch of %d bytes exceeds max.message.bytes %d", ErrMessageTooLarge, size, cfg.MaxMessageBytes))
+		}
+		headers = append(headers, h)
+		b = b[h.Size():]
+	}
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
+	return l.appendLocked(batches, headers, opts)
+}
+
+// emptyAppend is what a refused Append returns.
+func (l *Log) emptyAppend(err error) (AppendInfo, error) {
+	return AppendInfo{FirstOffset: -1, LastOffset: l.logEndOffset.Load() - 1, MaxTimestamp: -1,
+		OffsetOfMaxTimestamp: -1, LogAppendTime: -1, RolledTo: -1}, err
+}
+
+// AppendValidated appends a leader's validated records (ValidateProduced),
+// with opts.AssignOffsets. Callers serialize appends per log. The batches
+// are edited in place (offsets, epoch, log-append time), and so are v's
+// headers, and written without re-encoding, after a roll if the active
+// segment is full or old. The data reaches the page cache only: it is
+// durable once Flush returns, unless flush.messages or flush.ms force a
+// flush here.
+func (l *Log) AppendValidated(v *record.Validated, opts AppendOptions) (AppendInfo, error) {
+	if !opts.AssignOffsets {
+		panic("storage: AppendValidated of a follower's batches")
+	}
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	return l.appendLocked(v.Records(), v.Headers(), opts)
+}
+
+// appendLocked appends batches, whose headers are parsed and validated. A
+// follower's batches must start at or after the log end offset and
+// increase, else ErrOffsetsOutOfOrder (Kafka allows the gaps a compacted
+// leader's log has). l.appendMu must be held.
+func (l *Log) appendLocked(batches []byte, headers []record.Header, opts AppendOptions) (AppendInfo, error) {
 	info := AppendInfo{FirstOffset: -1, LastOffset: -1, MaxTimestamp: -1, OffsetOfMaxTimestamp: -1,
 		LogAppendTime: -1, RolledTo: -1}
 	if err := l.writable(); err != nil {
@@ -73,27 +146,10 @@ func (l *Log) Append(batches []byte, opts AppendOptions) (AppendInfo, error) {
 		info.LogAppendTime = opts.LogAppendTime
 	}
 
-	// Validate everything before changing anything.
+	// Check everything before changing anything.
 	next := leo
-	for b, i := batches, 0; len(b) > 0; i++ {
-		var h record.Header
-		var err error
-		if opts.AssignOffsets {
-			h, err = record.ValidateProduced(b, 0)
-		} else {
-			h, err = record.Validate(b, 0)
-		}
-		if err != nil {
-			return info, fmt.Errorf("%w: batch %d at byte %d: %w", ErrCorrupt, i, len(batches)-len(b), err)
-		}
-		if size := h.Size(); cfg.MaxMessageBytes > 0 && size > cfg.MaxMessageBytes {
-			return info, fmt.Errorf("%w: batch of %d bytes exceeds max.message.bytes %d", ErrMessageTooLarge, size, cfg.MaxMessageBytes)
-		}
-		if opts.AssignOffsets && cfg.Compact && !h.IsControl() {
-			if err := checkKeys(b[:h.Size()], &h); err != nil {
-				return info, fmt.Errorf("batch %d of %s: %w", i, l, err)
-			}
-		}
+	for i := range headers {
+		h := &headers[i]
 		if opts.AssignOffsets {
 			h.BaseOffset = next
 		} else if h.BaseOffset < next {
@@ -112,7 +168,6 @@ func (l *Log) Append(batches []byte, opts AppendOptions) (AppendInfo, error) {
 		}
 		info.NumRecords += int64(h.NumRecords)
 		next = h.NextOffset()
-		b = b[h.Size():]
 	}
 	info.LastOffset = next - 1
 	info.Bytes = int64(len(batches))
@@ -149,31 +204,32 @@ func (l *Log) Append(batches []byte, opts AppendOptions) (AppendInfo, error) {
 				return info, err
 			}
 		}
-		off := info.FirstOffset
-		for b := batches; len(b) > 0; {
-			h, _ := record.ParseHeader(b)
-			size := h.Size()
-			record.SetBaseOffset(b, off)
+		pos := 0
+		for i := range headers {
+			h := &headers[i]
+			b := batches[pos : pos+h.Size()]
+			record.SetBaseOffset(b, h.BaseOffset)
 			record.SetLeaderEpoch(b, opts.LeaderEpoch)
+			h.PartitionLeaderEpoch = opts.LeaderEpoch
 			if info.LogAppendTime >= 0 {
-				record.SetLogAppendTime(b[:size], info.LogAppendTime)
+				record.SetLogAppendTime(b, info.LogAppendTime)
+				h.Attributes |= record.TimestampTypeLogAppend
+				h.MaxTimestamp = info.LogAppendTime
+				h.CRC = record.Checksum(b)
 			}
-			off += int64(h.LastOffsetDelta) + 1
-			b = b[size:]
+			pos += len(b)
 		}
 	} else {
-		for b := batches; len(b) > 0; {
-			h, _ := record.ParseHeader(b)
-			if h.PartitionLeaderEpoch >= 0 {
+		for i := range headers {
+			if h := &headers[i]; h.PartitionLeaderEpoch >= 0 {
 				if err := l.assignEpochLocked(h.PartitionLeaderEpoch, h.BaseOffset); err != nil {
 					return info, err
 				}
 			}
-			b = b[h.Size():]
 		}
 	}
 
-	if err := active.append(batches, cfg.IndexIntervalBytes); err != nil {
+	if err := active.append(batches, headers, cfg.IndexIntervalBytes); err != nil {
 		return info, l.fail("appending", err)
 	}
 	l.logEndOffset.Store(next)

@@ -340,7 +340,6 @@ func (l *Log) buildOffsetMap(ctx context.Context, c *cleanState, m *offsetMap) (
 		return from, nil
 	}
 	mapEnd := from
-	var plain []byte
 	var buf []byte
 	for i := floorSegment(c.segs, from); i < len(c.segs)-1 && c.segs[i].baseOffset < to; i++ {
 		s := c.segs[i]
@@ -374,7 +373,7 @@ func (l *Log) buildOffsetMap(ctx context.Context, c *cleanState, m *offsetMap) (
 				}
 				return max(mapEnd, from), nil
 			}
-			sec, err := recordsSection(&h, batch, &plain)
+			sec, err := l.recordsSection(&h, batch)
 			if err != nil {
 				return 0, err
 			}
@@ -394,40 +393,21 @@ func (l *Log) buildOffsetMap(ctx context.Context, c *cleanState, m *offsetMap) (
 	return to, nil
 }
 
-// recordsSection returns the batch's records, decompressed into *plain
-// when compressed.
-func recordsSection(h *record.Header, batch []byte, plain *[]byte) ([]byte, error) {
-	if h.Codec() == record.CodecNone {
-		return batch[record.HeaderSize:], nil
+// recordsSection reads the batch's records as a stored batch
+// (record.ScanStored) and returns its records section, decompressed when
+// compressed, within the log's decompression budget. A batch that fails is
+// errUncleanable, naming its offset: the cleaner reports it and leaves the
+// log alone until a restart, rather than retry it.
+func (l *Log) recordsSection(h *record.Header, batch []byte) ([]byte, error) {
+	batch = batch[:h.Size()]
+	size, err := record.ScanStored(batch, h, l.cfg.Load().MaxMessageBytes, l.budget, nil)
+	if err == nil && h.Codec() != record.CodecNone {
+		batch, err = record.Decompress(batch, size, l.budget)
 	}
-	d, err := record.Decompress(batch, maxDecompressed)
 	if err != nil {
-		return nil, fmt.Errorf("%w: batch at %d: %w", errUncleanable, h.BaseOffset, err)
+		return nil, fmt.Errorf("%w: batch at offset %d: %w", errUncleanable, h.BaseOffset, err)
 	}
-	*plain = d
-	return d[record.HeaderSize:], nil
-}
-
-// checkKeys returns ErrNullKey when a record of the batch has no key, and
-// ErrCorrupt when its records cannot be read.
-func checkKeys(batch []byte, h *record.Header) error {
-	var plain []byte
-	sec, err := recordsSection(h, batch, &plain)
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrCorrupt, err)
-	}
-	i := 0
-	err = record.ScanRecords(sec, h.NumRecords, func(r *record.RawRecord) error {
-		if r.Key == nil {
-			return fmt.Errorf("%w (record %d of the batch)", ErrNullKey, i)
-		}
-		i++
-		return nil
-	})
-	if err != nil && !errors.Is(err, ErrNullKey) {
-		return fmt.Errorf("%w: %w", ErrCorrupt, err)
-	}
-	return err
+	return batch[record.HeaderSize:], nil
 }
 
 // groupSegments splits segs[:n] into runs to be rewritten as one segment
@@ -484,9 +464,9 @@ type batchFilter struct {
 	recordsRemoved, tombstonesRemoved, keylessRemoved, batchesRemoved int64
 
 	// Scratch, reused from batch to batch.
-	plain, section, compressed, out []byte
-	keep                            []bool
-	window                          []byte // for batchIter
+	section, compressed, out []byte
+	keep                     []bool
+	window                   []byte // for batchIter
 }
 
 // filter returns what to write for the batch: batch itself when it is kept
@@ -496,7 +476,7 @@ func (f *batchFilter) filter(h *record.Header, batch []byte, last bool) ([]byte,
 	if h.IsControl() {
 		return batch, nil
 	}
-	sec, err := recordsSection(h, batch, &f.plain)
+	sec, err := f.log.recordsSection(h, batch)
 	if err != nil {
 		return nil, err
 	}

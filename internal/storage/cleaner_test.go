@@ -69,10 +69,29 @@ func kvBatch(t testing.TB, o batchOpts, kvs ...kv) []byte {
 		t.Fatal(err)
 	}
 	out := record.AppendBatch(nil, &h, comp)
-	if _, err := record.ValidateProduced(out, 0); err != nil {
+	if o.control {
+		_, err = record.Validate(out, 0)
+	} else {
+		_, err = record.ValidateProduced(out, record.ValidateOptions{})
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// decompress reads a stored batch as the cleaner does: checked and
+// measured by record.ScanStored, then decompressed.
+func decompress(batch []byte) ([]byte, error) {
+	h, err := record.ParseHeader(batch)
+	if err != nil {
+		return nil, err
+	}
+	size, err := record.ScanStored(batch, &h, 0, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	return record.Decompress(batch, size, nil)
 }
 
 // rec is a record read back from a log.
@@ -94,7 +113,7 @@ func readRecords(t testing.TB, l *Log) []rec {
 		if err != nil {
 			t.Fatalf("batch invalid: %v", err)
 		}
-		d, err := record.Decompress(b, 1<<30)
+		d, err := decompress(b)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -520,7 +539,7 @@ func TestReadsDuringCleaning(t *testing.T) {
 		if h.LastOffset() < from {
 			return 0, fmt.Errorf("batch %d..%d read for offset %d", h.BaseOffset, h.LastOffset(), from)
 		}
-		d, err := record.Decompress(batch, 1<<20)
+		d, err := decompress(batch)
 		if err != nil {
 			return 0, err
 		}

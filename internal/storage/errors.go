@@ -1,13 +1,18 @@
 package storage
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/strata-io/strata/internal/record"
+)
 
 // Errors. The broker maps them to Kafka error codes at its edge.
 var (
-	// ErrCorrupt is returned by Append when a batch fails validation
-	// (length, magic, CRC, record count); it wraps the record package's
-	// error. Broker: CORRUPT_MESSAGE (UNSUPPORTED_FOR_MESSAGE_FORMAT for
-	// record.ErrMagic).
+	// ErrCorrupt is returned by Append and ValidateProduced when a batch
+	// fails validation (length, magic, CRC, record count, any record); it
+	// wraps the record package's error, a *record.RecordError when a
+	// record is to blame. Broker: CORRUPT_MESSAGE, or INVALID_RECORD
+	// naming the record for Produce v8+.
 	ErrCorrupt = errors.New("storage: corrupt record batch")
 	// ErrMessageTooLarge is returned by Append for a batch larger than
 	// max.message.bytes. Broker: MESSAGE_TOO_LARGE.
@@ -32,9 +37,10 @@ var (
 	ErrClosed = errors.New("storage: log closed")
 	// ErrNullKey is returned by a leader's Append to a compacted log
 	// (Config.Compact) for a batch holding a record without a key, which
-	// compaction could never replace or delete. Broker: INVALID_RECORD,
-	// as Kafka answers since KIP-467.
-	ErrNullKey = errors.New("storage: compacted topic cannot accept a record without a key")
+	// compaction could never replace or delete; a *record.RecordError
+	// names the record. Broker: INVALID_RECORD, as Kafka answers since
+	// KIP-467. It is the record package's error.
+	ErrNullKey = record.ErrNullKey
 	// ErrNoSnapshot is returned by ReadSnapshot for an offset with no
 	// snapshot file.
 	ErrNoSnapshot = errors.New("storage: no such producer snapshot")

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/strata-io/strata/internal/record"
 	"github.com/strata-io/strata/internal/vfs"
 )
 
@@ -39,6 +40,10 @@ type LogOptions struct {
 	// CleanerCheckpoint is from cleaner-offset-checkpoint: the offset the
 	// log cleaner has deduplicated up to (0 when absent).
 	CleanerCheckpoint int64
+	// DecompressionBudget bounds the memory of the log's decompressions
+	// (produce validation, cleaning, timestamp lookups), shared by the
+	// broker's logs; nil means record.DefaultBudget.
+	DecompressionBudget *record.Budget
 }
 
 // Log is one partition's log. It is safe for concurrent use with one
@@ -52,6 +57,7 @@ type Log struct {
 	logger    *slog.Logger
 	now       func() time.Time
 	cfg       atomic.Pointer[Config]
+	budget    *record.Budget // decompression memory; never nil
 
 	cleanMu    sync.Mutex // serializes cleanings; before appendMu, held across their I/O
 	appendMu   sync.Mutex
@@ -122,7 +128,10 @@ func OpenLog(fs vfs.FS, dir string, cfg Config, opts LogOptions) (*Log, error) {
 		return nil, err
 	}
 	l := &Log{fs: fs, topic: tp.Topic, partition: tp.Partition, dir: dir, logger: opts.Logger, now: opts.Now,
-		pending: map[*pendingDelete]struct{}{}}
+		budget: opts.DecompressionBudget, pending: map[*pendingDelete]struct{}{}}
+	if l.budget == nil {
+		l.budget = record.DefaultBudget
+	}
 	l.commitDone = sync.NewCond(&l.commitMu)
 	l.retentionBound.Store(math.MaxInt64)
 	l.cleanerCheckpoint.Store(max(opts.CleanerCheckpoint, 0))

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/strata-io/strata/internal/record"
 	"github.com/strata-io/strata/internal/vfs"
 )
 
@@ -63,6 +64,9 @@ type ManagerOptions struct {
 	// ProducerIDExpirationMs is producer.id.expiration.ms (default
 	// 86400000): see CleanOptions.
 	ProducerIDExpirationMs int64
+	// DecompressionBudget is shared by every log (see
+	// LogOptions.DecompressionBudget); nil means record.DefaultBudget.
+	DecompressionBudget *record.Budget
 }
 
 // Manager owns one data directory (a log.dirs entry) and every partition
@@ -224,7 +228,7 @@ func (m *Manager) openAll(tps []TopicPartition, recoveryPoints, logStarts, clean
 				}
 				l, err := OpenLog(m.fs, filepath.Join(m.dir, tp.String()), m.configFor(tp.Topic), LogOptions{
 					Logger: m.logger, Now: m.now, RecoveryPoint: recoveryPoints[tp], LogStartOffset: logStart,
-					CleanShutdown: clean, CleanerCheckpoint: cleanerPoints[tp],
+					CleanShutdown: clean, CleanerCheckpoint: cleanerPoints[tp], DecompressionBudget: m.opts.DecompressionBudget,
 				})
 				mu.Lock()
 				if err != nil {
@@ -310,7 +314,7 @@ func (m *Manager) GetOrCreate(topic string, partition int32, cfg Config) (*Log, 
 		return l, nil
 	}
 	l, err := OpenLog(m.fs, filepath.Join(m.dir, tp.String()), cfg, LogOptions{
-		Logger: m.logger, Now: m.now, LogStartOffset: -1,
+		Logger: m.logger, Now: m.now, LogStartOffset: -1, DecompressionBudget: m.opts.DecompressionBudget,
 	})
 	if err != nil {
 		return nil, err

@@ -189,10 +189,10 @@ func (s *segment) loadRollingTimestamp() {
 }
 
 // append writes validated batches, whose offsets follow the segment's, at
-// the end of the log and indexes them. Appender only. On error the
+// the end of the log and indexes them by their headers (as written). Appender only. On error the
 // segment's published size is unchanged, though a prefix of data may have
 // reached the file.
-func (s *segment) append(data []byte, indexInterval int) error {
+func (s *segment) append(data []byte, headers []record.Header, indexInterval int) error {
 	pos := s.size.Load()
 	if _, err := s.log.WriteAt(data, pos); err != nil {
 		return err
@@ -202,12 +202,9 @@ func (s *segment) append(data []byte, indexInterval int) error {
 		s.rollingLoaded = true
 		s.rollingBasedTimestamp = -1
 	}
-	for b := data; len(b) > 0; {
-		h, _ := record.ParseHeader(b) // validated by the caller
-		s.indexBatch(&h, pos, indexInterval)
-		size := int64(h.Size())
-		pos += size
-		b = b[size:]
+	for i := range headers {
+		s.indexBatch(&headers[i], pos, indexInterval)
+		pos += int64(headers[i].Size())
 	}
 	s.size.Store(pos)
 	return nil

@@ -1,22 +1,15 @@
 package storage
 
 import (
-	"errors"
-
 	"github.com/strata-io/strata/internal/record"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
-
-// maxDecompressed bounds the memory a timestamp lookup may decompress one
-// batch into.
-const maxDecompressed = 64 << 20
 
 // OffsetForTimestamp returns the first offset (at or after the log start)
 // whose record timestamp is >= ts, with that timestamp: ListOffsets by time,
 // with Kafka's semantics. It picks the first segment whose max timestamp
 // reaches ts, starts at its time-index entry at or below ts, scans batch
 // headers to the first batch whose max timestamp reaches ts, and searches
-// that batch's records (decompressing it if needed). ok is false when no
+// that batch's records (streaming them, decompressed, if needed). ok is false when no
 // record has such a timestamp.
 func (l *Log) OffsetForTimestamp(ts int64) (offset int64, timestamp int64, ok bool) {
 	leo := l.logEndOffset.Load()
@@ -87,8 +80,11 @@ func (l *Log) MaxTimestamp() (ts int64, offset int64) {
 }
 
 // recordAtOrAfter returns the first record of the batch at pos whose
-// timestamp is >= ts (== ts when exact) and offset >= minOffset. When the
-// records cannot be read it answers for the whole batch.
+// timestamp is >= ts (== ts when exact) and offset >= minOffset, streaming
+// a compressed batch through a bounded decoder. When the records cannot be
+// read (the batch fails record.ScanStored: corruption an older version or a
+// bug let in), it reports the batch with its offset and answers for the
+// whole batch, as Kafka answers for a batch it does not open.
 func (l *Log) recordAtOrAfter(s *segment, pos int64, h *record.Header, ts, minOffset int64, exact bool) (int64, int64, bool) {
 	matches := func(t int64) bool { return t == ts || !exact && t > ts }
 	if h.Attributes&record.TimestampTypeLogAppend != 0 {
@@ -96,19 +92,15 @@ func (l *Log) recordAtOrAfter(s *segment, pos int64, h *record.Header, ts, minOf
 		return max(h.BaseOffset, minOffset), h.MaxTimestamp, matches(h.MaxTimestamp)
 	}
 	batch, err := FileRegion{s.log, pos, int64(h.Size())}.ReadAll(nil)
-	if err == nil && h.Codec() != record.CodecNone {
-		batch, err = record.Decompress(batch, maxDecompressed)
-	}
 	if err == nil {
 		var off, rts int64
 		found := false
-		stop := errors.New("found")
-		err = record.Records(batch, func(offset, t int64, _ *kmsg.Record) error {
+		_, err = record.ScanStored(batch, h, l.cfg.Load().MaxMessageBytes, l.budget, func(offset, t int64) bool {
 			if offset >= minOffset && matches(t) {
 				off, rts, found = offset, t, true
-				return stop
+				return false
 			}
-			return nil
+			return true
 		})
 		if found {
 			return off, rts, true
@@ -117,8 +109,8 @@ func (l *Log) recordAtOrAfter(s *segment, pos int64, h *record.Header, ts, minOf
 			return -1, -1, false
 		}
 	}
-	l.logger.Warn("cannot read records for a timestamp lookup; answering for the whole batch",
-		"base_offset", h.BaseOffset, "err", err)
+	l.logger.Warn("cannot read the records of a batch for a timestamp lookup; answering for the whole batch",
+		"base_offset", h.BaseOffset, "last_offset", h.LastOffset(), "err", err)
 	if exact {
 		return h.LastOffset(), h.MaxTimestamp, true
 	}

@@ -1,0 +1,374 @@
+package record_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"math"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-io/strata/internal/record"
+	rt "github.com/strata-io/strata/internal/record/recordtest"
+)
+
+const ts0 = 1_700_000_000_000
+
+// raw builds a record whose body (after the length) is given byte by
+// byte, with the varints encoded.
+func raw(parts ...any) []byte {
+	var body []byte
+	for _, p := range parts {
+		switch v := p.(type) {
+		case int:
+			body = rt.Varint(body, int64(v))
+		case int64:
+			body = rt.Varint(body, v)
+		case []byte:
+			body = append(body, v...)
+		case byte:
+			body = append(body, v)
+		}
+	}
+	return rt.Fields{Raw: body}.Encode(nil)
+}
+
+// badCase is a batch ValidateProduced must refuse, and how.
+type badCase struct {
+	name    string
+	section []byte
+	header  rt.Header
+	opts    record.ValidateOptions
+	// index is the record a *RecordError must name; -1 for an error of
+	// the batch, which is must be.
+	index int32
+	is    error
+}
+
+func badCases() []badCase {
+	one := rt.Records(1, []byte("v"))
+	overflow64 := append(bytes.Repeat([]byte{0xff}, 9), 0x02) // 10 bytes, 65 bits
+	tooLong := append(bytes.Repeat([]byte{0xff}, 10), 0x01)   // 11 bytes
+	overflow32 := []byte{0xff, 0xff, 0xff, 0xff, 0x1f}        // 35 bits
+	return []badCase{
+		{"count zero", nil, rt.Header{NumRecords: 0, LastOffsetDelta: 0, Timestamp: ts0}, record.ValidateOptions{}, -1, record.ErrRecordCount},
+		{"count zero, delta -1", nil, rt.Header{NumRecords: 0, LastOffsetDelta: -1, Timestamp: ts0}, record.ValidateOptions{}, -1, record.ErrRecordCount},
+		{"count disagrees with delta", one, rt.Header{NumRecords: 1, LastOffsetDelta: 3, Timestamp: ts0}, record.ValidateOptions{}, -1, record.ErrRecordCount},
+		{"claims 2^31-1 records, holds one", one, rt.N(math.MaxInt32, ts0), record.ValidateOptions{}, 1, record.ErrRecord},
+		{"claims 1000 records, holds one", one, rt.N(1000, ts0), record.ValidateOptions{}, 1, record.ErrRecord},
+		{"garbage records", bytes.Repeat([]byte{0x5a, 0xa5, 0x33}, 40), rt.N(3, ts0), record.ValidateOptions{}, 0, record.ErrRecord},
+		{"negative record length", rt.Fields{Length: -5, Value: []byte("v")}.Encode(nil), rt.N(1, ts0), record.ValidateOptions{}, 0, record.ErrRecord},
+		{"zero record length", append(rt.Varint(nil, 0), one...), rt.N(1, ts0), record.ValidateOptions{}, 0, record.ErrRecord},
+		{"record length past the records", rt.Fields{Length: 200, Value: []byte("v")}.Encode(nil), rt.N(1, ts0), record.ValidateOptions{}, 0, record.ErrRecord},
+		{"record length beyond its fields", append(rt.Fields{Length: 12, Value: []byte("v")}.Encode(nil), 0, 0, 0, 0, 0, 0), rt.N(1, ts0), record.ValidateOptions{}, 0, record.ErrRecord},
+		{"negative key length", raw(byte(0), 0, 0, -2, 1, []byte("v"), 0), rt.N(1, ts0), record.ValidateOptions{}, 0, record.ErrRecord},
+		{"negative value length", raw(byte(0), 0, 0, -1, -3, 0), rt.N(1, ts0), record.ValidateOptions{}, 0, record.ErrRecord},
+		{"key past the record", raw(byte(0), 0, 0, 90, []byte("k"), -1, 0), rt.N(1, ts0), record.ValidateOptions{}, 0, record.ErrRecord},
+		{"negative header key length", raw(byte(0), 0, 0, -1, -1, 1, -1, -1), rt.N(1, ts0), record.ValidateOptions{}, 0, record.ErrRecord},
+		{"header value length -2", raw(byte(0), 0, 0, -1, -1, 1, 1, []byte("h"), -2), rt.N(1, ts0), record.ValidateOptions{}, 0, record.ErrRecord},
+		{"header count larger than the bytes left", raw(byte(0), 0, 0, -1, -1, 1000, 0, -1), rt.N(1, ts0), record.ValidateOptions{}, 0, record.ErrRecord},
+		{"negative header count", raw(byte(0), 0, 0, -1, -1, -1), rt.N(1, ts0), record.ValidateOptions{}, 0, record.ErrRecord},
+		{"timestamp varint overflows 64 bits", raw(byte(0), overflow64, 0, -1, -1, 0), rt.N(1, ts0), record.ValidateOptions{}, 0, record.ErrRecord},
+		{"timestamp varint of 11 bytes", raw(byte(0), tooLong, 0, -1, -1, 0), rt.N(1, ts0), record.ValidateOptions{}, 0, record.ErrRecord},
+		{"offset delta varint overflows 32 bits", raw(byte(0), 0, overflow32, -1, -1, 0), rt.N(1, ts0), record.ValidateOptions{}, 0, record.ErrRecord},
+		{"length varint overflows 32 bits", append(bytes.Clone(overflow32), one[1:]...), rt.N(1, ts0), record.ValidateOptions{}, 0, record.ErrRecord},
+		{"offset deltas out of order", rt.Fields{OffsetDelta: 1, Value: []byte("b")}.Encode(rt.Fields{Value: []byte("a")}.Encode(rt.Fields{OffsetDelta: 0}.Encode(nil))), rt.N(3, ts0), record.ValidateOptions{}, 1, record.ErrRecord},
+		{"offset deltas from 1", rt.Fields{OffsetDelta: 2}.Encode(rt.Fields{OffsetDelta: 1}.Encode(nil)), rt.N(2, ts0), record.ValidateOptions{}, 0, record.ErrRecord},
+		{"max timestamp below the records'", rt.Fields{TimestampDelta: 5}.Encode(nil), rt.N(1, ts0), record.ValidateOptions{}, -1, record.ErrTimestamp},
+		{"max timestamp above the records'", rt.Fields{TimestampDelta: -5}.Encode(nil), rt.N(1, ts0), record.ValidateOptions{}, -1, record.ErrTimestamp},
+		{"timestamp delta overflows", rt.Fields{TimestampDelta: math.MaxInt64}.Encode(nil), rt.N(1, ts0), record.ValidateOptions{}, 0, record.ErrRecord},
+		{"bytes after the last record", append(bytes.Clone(one), 0), rt.N(1, ts0), record.ValidateOptions{}, -1, record.ErrRecord},
+		{"a record after the last", rt.Records(2, []byte("v")), rt.N(1, ts0), record.ValidateOptions{}, -1, record.ErrRecord},
+		{"null key on a compacted topic", rt.Fields{OffsetDelta: 1}.Encode(rt.Fields{Key: []byte{}}.Encode(nil)), rt.N(2, ts0), record.ValidateOptions{RequireKeys: true}, 1, record.ErrNullKey},
+		{"control batch", one, rt.Header{NumRecords: 1, Timestamp: ts0, Attributes: record.AttrControl}, record.ValidateOptions{}, -1, record.ErrControl},
+		{"larger than max.message.bytes", rt.Records(10, bytes.Repeat([]byte("x"), 100)), rt.N(10, ts0), record.ValidateOptions{MaxMessageBytes: 500}, -1, record.ErrTooLarge},
+	}
+}
+
+// checkRefusal checks err is the refusal c expects.
+func checkRefusal(t *testing.T, err error, index int32, is error) {
+	t.Helper()
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	var re *record.RecordError
+	switch {
+	case !errors.Is(err, is):
+		t.Fatalf("error %v, want %v", err, is)
+	case index >= 0 && (!errors.As(err, &re) || re.Index != index):
+		t.Fatalf("error %v, want record %d named", err, index)
+	case index < 0 && errors.As(err, &re):
+		t.Fatalf("error %v names a record; want the batch's", err)
+	}
+}
+
+// TestValidateProducedRefuses runs every malformed batch, uncompressed and
+// in every codec (the compressed stream itself valid), through
+// ValidateProduced, and the ones whose framing a log could hold through
+// ScanStored.
+func TestValidateProducedRefuses(t *testing.T) {
+	for _, codec := range rt.Codecs {
+		for _, c := range badCases() {
+			t.Run(codec.Name+"/"+c.name, func(t *testing.T) {
+				batch := rt.Batch(codec.Codec, c.section, c.header)
+				if c.opts.MaxMessageBytes > 0 && len(batch) <= c.opts.MaxMessageBytes {
+					t.Skip("compressed below the limit")
+				}
+				_, err := record.ValidateProduced(batch, c.opts)
+				checkRefusal(t, err, c.index, c.is)
+			})
+		}
+	}
+	if n := record.DefaultBudget.InUse(); n != 0 {
+		t.Fatalf("%d bytes of the budget still reserved", n)
+	}
+}
+
+func TestValidateProducedAccepts(t *testing.T) {
+	recs := []record.Rec{
+		{Key: []byte("k1"), Value: []byte("v1"), Timestamp: ts0 + 5},
+		{Key: []byte("k2"), Value: nil, Timestamp: ts0, Headers: []kmsg.Header{{Key: "h", Value: []byte("x")}, {Key: "", Value: nil}}},
+		{Key: []byte{}, Value: bytes.Repeat([]byte("z"), 70_000), Timestamp: ts0 + 3},
+	}
+	plain := record.Build(nil, recs)
+	for _, codec := range rt.Codecs {
+		batch := plain
+		if codec.Codec != record.CodecNone {
+			batch = rt.Batch(codec.Codec, plain[record.HeaderSize:], rt.N(3, ts0+5))
+		}
+		two := append(bytes.Clone(batch), batch...)
+		v, err := record.ValidateProduced(two, record.ValidateOptions{RequireKeys: true, MaxMessageBytes: 1 << 20})
+		if err != nil {
+			t.Fatalf("%s: %v", codec.Name, err)
+		}
+		if hs := v.Headers(); len(hs) != 2 || hs[1].NumRecords != 3 || hs[1].MaxTimestamp != ts0+5 || !bytes.Equal(v.Records(), two) {
+			t.Fatalf("%s: headers %+v", codec.Name, hs)
+		}
+		record.SetBaseOffset(batch, 40)
+		h, _ := record.ParseHeader(batch)
+		var offsets, times []int64
+		size, err := record.ScanStored(batch, &h, 1<<20, nil, func(o, ts int64) bool {
+			offsets, times = append(offsets, o), append(times, ts)
+			return true
+		})
+		if err != nil || len(offsets) != 3 || offsets[2] != 42 || times[0] != ts0+5 || times[1] != ts0 || size != int64(len(plain)-record.HeaderSize) {
+			t.Fatalf("%s: ScanStored %v %v %d: %v", codec.Name, offsets, times, size, err)
+		}
+	}
+}
+
+// bombSize is how much every bomb inflates to.
+const bombSize = 1 << 30
+
+// bombs returns each codec's bomb, with and without a size hint, of about
+// 1 MiB or less compressed, and a batch of n claimed records around each.
+func bombs(n int32) []struct {
+	name  string
+	batch []byte
+} {
+	var out []struct {
+		name  string
+		batch []byte
+	}
+	add := func(name string, codec int, payload []byte) {
+		out = append(out, struct {
+			name  string
+			batch []byte
+		}{name, rt.Wrap(codec, payload, rt.N(n, ts0))})
+	}
+	add("gzip", record.CodecGzip, rt.Bomb(record.CodecGzip, bombSize, false))
+	add("zstd", record.CodecZstd, rt.Bomb(record.CodecZstd, bombSize, false))
+	add("zstd with content size", record.CodecZstd, rt.Bomb(record.CodecZstd, bombSize, true))
+	add("lz4", record.CodecLz4, rt.Bomb(record.CodecLz4, 200<<20, false))
+	add("lz4 with content size", record.CodecLz4, rt.Bomb(record.CodecLz4, 200<<20, true))
+	add("snappy", record.CodecSnappy, rt.Bomb(record.CodecSnappy, bombSize, true))
+	add("snappy xerial", -record.CodecSnappy, rt.Bomb(-record.CodecSnappy, 16<<20, true))
+	return out
+}
+
+// TestBombsStopAtTheLimit validates every bomb, claiming one record (a
+// limit of max.message.bytes) and many (the 64 MiB floor), and checks each
+// is refused after at most its limit of output, allocating no more than a
+// decoder.
+func TestBombsStopAtTheLimit(t *testing.T) {
+	for _, n := range []int32{1, 100_000} {
+		for _, b := range bombs(n) {
+			if n > 1 && b.name == "snappy xerial" {
+				continue // too small a ratio to pass 64 MiB in 1 MiB
+			}
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			start := time.Now()
+			_, err := record.ValidateProduced(b.batch, record.ValidateOptions{MaxMessageBytes: 2 << 20})
+			elapsed := time.Since(start)
+			runtime.ReadMemStats(&after)
+			if !errors.Is(err, record.ErrDecompress) {
+				t.Fatalf("%s, %d records: %v", b.name, n, err)
+			}
+			if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 20<<20 {
+				t.Errorf("%s, %d records: %d bytes allocated", b.name, n, alloc)
+			}
+			t.Logf("%s, %d records, %d bytes: refused in %v: %v", b.name, n, len(b.batch), elapsed, err)
+		}
+	}
+	if n := record.DefaultBudget.InUse(); n != 0 {
+		t.Fatalf("%d bytes of the budget still reserved", n)
+	}
+}
+
+// TestEndlessStreams: each codec's size hint claims just the records, but
+// the stream goes on; the batch is refused after the records and a byte.
+func TestEndlessStreams(t *testing.T) {
+	section := rt.Records(3, []byte("value"))
+	for _, codec := range []int{record.CodecGzip, record.CodecSnappy, record.CodecLz4, record.CodecZstd} {
+		batch := rt.Wrap(codec, rt.Endless(codec, section, 4<<20), rt.N(3, ts0))
+		_, err := record.ValidateProduced(batch, record.ValidateOptions{MaxMessageBytes: 1 << 20})
+		if !errors.Is(err, record.ErrDecompress) && !errors.Is(err, record.ErrRecord) {
+			t.Fatalf("codec %d: %v", codec, err)
+		}
+		var re *record.RecordError
+		if errors.As(err, &re) {
+			t.Fatalf("codec %d: %v names a record; the records were all valid", codec, err)
+		}
+	}
+}
+
+// TestCompressedGarbage: corrupt compressed payloads are ErrDecompress,
+// and trailing bytes after a valid stream are refused.
+func TestCompressedGarbage(t *testing.T) {
+	section := rt.Records(3, []byte("value"))
+	for _, codec := range rt.Codecs[1:] {
+		good := rt.Compress(codec.Codec, section)
+		flipped := bytes.Clone(good)
+		for i := len(flipped) / 3; i < len(flipped); i += 5 {
+			flipped[i] ^= 0x55
+		}
+		for name, payload := range map[string][]byte{
+			"garbage":  bytes.Repeat([]byte{0x42}, 64),
+			"flipped":  flipped,
+			"trailing": append(bytes.Clone(good), 1, 2, 3, 4, 5, 6, 7, 8),
+			"cut":      good[:len(good)-2],
+			"empty":    nil,
+		} {
+			_, err := record.ValidateProduced(rt.Wrap(codec.Codec, payload, rt.N(3, ts0)), record.ValidateOptions{})
+			if err == nil {
+				t.Errorf("%s %s: accepted", codec.Name, name)
+			}
+		}
+	}
+}
+
+func TestBudgetFirstComeFirstServed(t *testing.T) {
+	b := record.NewBudget(100)
+	// The walker's reservations are internal; drive them through
+	// Decompress, whose reservation is the output plus the decoder: here,
+	// through the exported surface, check the capacity refusal only.
+	batch := rt.Batch(record.CodecGzip, rt.Records(1, []byte("v")), rt.N(1, ts0))
+	if _, err := record.Decompress(batch, 10, b); !errors.Is(err, record.ErrDecompress) {
+		t.Fatalf("a reservation larger than the budget: %v", err)
+	}
+	// Many concurrent validations sharing a small budget all finish, and
+	// leave nothing reserved.
+	small := record.NewBudget(4 << 20)
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for i := range 64 {
+		codec := []int{record.CodecGzip, record.CodecLz4, record.CodecZstd, record.CodecSnappy}[i%4]
+		batch := rt.Batch(codec, rt.Records(50, []byte("some value")), rt.N(50, ts0))
+		wg.Go(func() {
+			_, err := record.ValidateProduced(batch, record.ValidateOptions{Budget: small})
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := small.InUse(); n != 0 {
+		t.Fatalf("%d bytes still reserved", n)
+	}
+}
+
+// FuzzValidateProduced runs the validator over a fuzzed records section
+// sent uncompressed, in each codec, and (as a fuzzed compressed payload)
+// raw: it never panics, gives back its whole budget, decides alike for
+// every codec, and what it accepts kmsg's decoder and the log cleaner's
+// reader read record by record.
+func FuzzValidateProduced(f *testing.F) {
+	for _, c := range badCases() {
+		f.Add(c.section, c.header.NumRecords, int64(0))
+	}
+	f.Add(rt.Records(3, []byte("value")), int32(3), int64(0))
+	f.Add(record.Build(nil, []record.Rec{{Key: []byte("k"), Value: []byte("v"), Headers: []kmsg.Header{{Key: "a", Value: []byte("b")}}, Timestamp: 7}})[record.HeaderSize:], int32(1), int64(7))
+	f.Add(rt.Compress(record.CodecZstd, rt.Records(2, nil)), int32(2), int64(0))
+	f.Add(rt.Compress(record.CodecLz4, rt.Records(2, nil)), int32(2), int64(0))
+	f.Add(rt.Compress(record.CodecGzip, rt.Records(2, nil)), int32(2), int64(0))
+	f.Add(rt.Compress(-record.CodecSnappy, rt.Records(2, nil)), int32(2), int64(0))
+	budget := record.NewBudget(64 << 20)
+	f.Fuzz(func(t *testing.T, section []byte, count int32, maxTS int64) {
+		opts := record.ValidateOptions{MaxMessageBytes: 1 << 20, Budget: budget}
+		h := rt.N(count, 0)
+		var first error
+		for i, codec := range rt.Codecs {
+			batch := rt.Batch(codec.Codec, section, h)
+			binary.BigEndian.PutUint64(batch[35:], uint64(maxTS))
+			binary.BigEndian.PutUint32(batch[17:], record.Checksum(batch))
+			_, err := record.ValidateProduced(batch, opts)
+			if i == 0 {
+				first = err
+				if err == nil {
+					checkReadable(t, batch)
+				}
+			} else if (err == nil) != (first == nil) || recordIndex(err) != recordIndex(first) {
+				t.Fatalf("%s decided %v; uncompressed %v", codec.Name, err, first)
+			}
+			// The section as a compressed payload of each codec.
+			if codec.Codec != record.CodecNone {
+				record.ValidateProduced(rt.Wrap(codec.Codec, section, h), opts)
+			}
+		}
+		if n := budget.InUse(); n != 0 {
+			t.Fatalf("%d bytes still reserved", n)
+		}
+	})
+}
+
+func recordIndex(err error) int32 {
+	var re *record.RecordError
+	if errors.As(err, &re) {
+		return re.Index
+	}
+	return -1
+}
+
+// checkReadable reads an accepted uncompressed batch with kmsg and
+// ScanRecords, which must agree with the validator.
+func checkReadable(t *testing.T, batch []byte) {
+	var kb kmsg.RecordBatch
+	if err := kb.ReadFrom(batch); err != nil {
+		t.Fatalf("kmsg: %v", err)
+	}
+	rest := kb.Records
+	for i := range kb.NumRecords {
+		n, w := binary.Varint(rest)
+		var r kmsg.Record
+		if err := r.ReadFrom(rest[:w+int(n)]); err != nil || r.OffsetDelta != i {
+			t.Fatalf("kmsg record %d: %v (offset delta %d)", i, err, r.OffsetDelta)
+		}
+		rest = rest[w+int(n):]
+	}
+	if len(rest) != 0 {
+		t.Fatalf("%d bytes after the records", len(rest))
+	}
+	if err := record.ScanRecords(batch[record.HeaderSize:], kb.NumRecords, func(*record.RawRecord) error { return nil }); err != nil {
+		t.Fatalf("ScanRecords: %v", err)
+	}
+}
