@@ -29,15 +29,18 @@ import (
 // (session id 0); the client then fetches in full.
 // * Per-partition and per-response max bytes are honoured, with KIP-74's
 // rule that the first partition with data returns at least one batch.
-// * Follower fetches (replica id >= 0) are not served yet: replication is
-// its own issue.
+// * Follower fetches (replica id >= 0, ReplicaState v15+) read up to the
+// log end offset, record the follower's position with the partition
+// (which may move the high watermark and the ISR), and answer
+// DivergingEpoch (v12+) when the follower's last fetched epoch shows its
+// log diverged; their bytes are not counted as BytesOut, as in Kafka. A
+// follower long-polls for the log end offset to move.
+// * NOT_LEADER_OR_FOLLOWER carries the current leader (v12+) and its
+// endpoint (v16+, KIP-951).
 func init() { register(1, 4, 16, (*Broker).handleFetch) }
 
 func (b *Broker) handleFetch(ctx context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
 	r := req.Body.(*kmsg.FetchRequest)
-	if r.ReplicaID >= 0 || r.ReplicaState.ID >= 0 {
-		return respond(sessionError(r, kerr.UnknownServerError))
-	}
 	// Resolve the session (KIP-227): fr is the full fetch to run.
 	var session *fetchSession
 	full := true
@@ -82,7 +85,7 @@ func (b *Broker) handleFetch(ctx context.Context, _ *wire.Conn, req *wire.Reques
 		return b.countFetch(res)
 	}
 
-	res := b.fetchOnce(fr)
+	res := b.fetchOnce(fr, false)
 	if res.done(fr) {
 		return finish(res)
 	}
@@ -104,7 +107,7 @@ func (b *Broker) handleFetch(ctx context.Context, _ *wire.Conn, req *wire.Reques
 			// Read again if data arrived before the watch: any high
 			// watermark that moved since the last pass.
 			if res.moved() {
-				res = b.fetchOnce(fr)
+				res = b.fetchOnce(fr, true)
 				if res.done(fr) {
 					return finish(res)
 				}
@@ -129,6 +132,8 @@ type fetchResult struct {
 	errors   bool
 	parts    []*replica.Partition // the partitions read, to watch
 	limits   []int64              // what bounded their reads (replica.ReadResult.Limit)
+	// replicaID is the fetching follower, or -1 for a consumer.
+	replicaID int32
 	// bytesOut and failed count per topic, for the metrics of the pass
 	// that is answered.
 	bytesOut map[string]int64
@@ -138,7 +143,7 @@ type fetchResult struct {
 // moved reports whether any partition has news since the pass read it.
 func (f *fetchResult) moved() bool {
 	for i, p := range f.parts {
-		if p.Limit() != f.limits[i] {
+		if p.Limit(f.replicaID >= 0) != f.limits[i] {
 			return true
 		}
 	}
@@ -162,15 +167,21 @@ func (f *fetchResult) done(r *kmsg.FetchRequest) bool {
 	return r.MaxWaitMillis <= 0 || f.bytes >= int64(r.MinBytes) || f.errors || len(f.parts) == 0
 }
 
-// fetchOnce reads every requested partition once.
-func (b *Broker) fetchOnce(r *kmsg.FetchRequest) fetchResult {
+// fetchOnce reads every requested partition once; reread is set for a
+// long poll's later passes.
+func (b *Broker) fetchOnce(r *kmsg.FetchRequest, reread bool) fetchResult {
 	resp := r.ResponseKind().(*kmsg.FetchResponse)
 	img := b.image.Load()
-	var res fetchResult
-	remaining := int64(r.MaxBytes)
-	if remaining <= 0 || remaining > b.cfg.Int("fetch.max.bytes") {
-		remaining = b.cfg.Int("fetch.max.bytes")
+	res := fetchResult{replicaID: fetchReplicaID(r)}
+	limit := b.cfg.Int("fetch.max.bytes")
+	if res.replicaID >= 0 {
+		limit = b.cfg.Int("replica.fetch.response.max.bytes")
 	}
+	remaining := int64(r.MaxBytes)
+	if remaining <= 0 || remaining > limit {
+		remaining = limit
+	}
+	var leaders leaderHints
 	minOneBatch := true
 	resp.Topics = make([]kmsg.FetchResponseTopic, len(r.Topics))
 	for i := range r.Topics {
@@ -194,16 +205,28 @@ func (b *Broker) fetchOnce(r *kmsg.FetchRequest) fetchResult {
 			if err == nil {
 				var splice *wire.Splice
 				var limit int64
-				splice, limit, err = readPartition(p, rp, sp, min(remaining, int64(rp.PartitionMaxBytes)), minOneBatch)
+				rr := replica.ReadRequest{
+					Offset:             rp.FetchOffset,
+					CurrentLeaderEpoch: rp.CurrentLeaderEpoch,
+					MaxBytes:           min(remaining, int64(rp.PartitionMaxBytes)),
+					MinOneBatch:        minOneBatch,
+				}
+				if res.replicaID >= 0 {
+					rr.Follower = &replica.FollowerRead{ReplicaID: res.replicaID, LastFetchedEpoch: rp.LastFetchedEpoch,
+						LogStartOffset: rp.LogStartOffset, Reread: reread}
+				}
+				splice, limit, err = readPartition(p, rr, sp)
 				if err == nil {
 					res.parts = append(res.parts, p)
 					res.limits = append(res.limits, limit)
 				}
-				if splice != nil {
+				if splice != nil && res.replicaID < 0 {
 					if res.bytesOut == nil {
 						res.bytesOut = map[string]int64{}
 					}
 					res.bytesOut[name] += splice.Region.Len
+				}
+				if splice != nil {
 					res.response.Splices = append(res.response.Splices, *splice)
 					res.bytes += splice.Region.Len
 					remaining -= splice.Region.Len
@@ -218,11 +241,28 @@ func (b *Broker) fetchOnce(r *kmsg.FetchRequest) fetchResult {
 				res.failed[name]++
 				sp.ErrorCode = errorCode(err)
 				sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
+				if sp.ErrorCode == kerr.NotLeaderForPartition.Code {
+					sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = leaders.note(img, name, rp.Partition)
+				}
 			}
+		}
+	}
+	if r.Version >= 16 {
+		for _, n := range leaders.endpoints(img) {
+			resp.Brokers = append(resp.Brokers, kmsg.FetchResponseBroker{NodeID: n.NodeID, Host: n.Host, Port: n.Port, Rack: rackOrNil(n.Rack)})
 		}
 	}
 	res.response.Body = resp
 	return res
+}
+
+// fetchReplicaID is the fetching follower's broker id, or -1 for a
+// consumer: ReplicaState (v15+) or ReplicaID.
+func fetchReplicaID(r *kmsg.FetchRequest) int32 {
+	if r.Version >= 15 {
+		return r.ReplicaState.ID
+	}
+	return r.ReplicaID
 }
 
 // fetchTopicName resolves a fetch topic by name or, v13+, by id.
@@ -239,21 +279,19 @@ func fetchTopicName(img *metadata.Image, version int16, rt *kmsg.FetchRequestTop
 
 // readPartition reads one partition and returns the region to splice in,
 // or nil when there is nothing to send, and what bounded the read.
-func readPartition(p *replica.Partition, rp *kmsg.FetchRequestTopicPartition, sp *kmsg.FetchResponseTopicPartition, maxBytes int64, minOneBatch bool) (*wire.Splice, int64, error) {
-	rr, err := p.Read(replica.ReadRequest{
-		Offset:             rp.FetchOffset,
-		CurrentLeaderEpoch: rp.CurrentLeaderEpoch,
-		MaxBytes:           maxBytes,
-		MinOneBatch:        minOneBatch,
-	})
+func readPartition(p *replica.Partition, rr replica.ReadRequest, sp *kmsg.FetchResponseTopicPartition) (*wire.Splice, int64, error) {
+	res, err := p.Read(rr)
 	if err != nil {
 		return nil, 0, storageError(err)
 	}
-	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = rr.HighWatermark, rr.HighWatermark, rr.LogStartOffset
-	if rr.Region.Len == 0 {
-		return nil, rr.Limit, nil
+	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = res.HighWatermark, res.HighWatermark, res.LogStartOffset
+	if d := res.DivergingEpoch; d != nil {
+		sp.DivergingEpoch.Epoch, sp.DivergingEpoch.EndOffset = d.Epoch, d.EndOffset
+	}
+	if res.Region.Len == 0 {
+		return nil, res.Limit, nil
 	}
 	cookie := wire.NewCookie()
 	sp.RecordBatches = cookie[:]
-	return &wire.Splice{Cookie: cookie, Region: wire.FileRegion{File: rr.Region.File, Pos: rr.Region.Pos, Len: rr.Region.Len}}, rr.Limit, nil
+	return &wire.Splice{Cookie: cookie, Region: wire.FileRegion{File: res.Region.File, Pos: res.Region.Pos, Len: res.Region.Len}}, res.Limit, nil
 }

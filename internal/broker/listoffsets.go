@@ -21,6 +21,7 @@ import (
 // storage. Any other timestamp finds the first record at or after it
 // through the time index; when there is none, offset and timestamp are -1.
 // * The leader epoch returned is the current leader epoch.
+// * A follower asking (replica id >= 0) gets the log end offset for -1.
 func init() { register(2, 1, 8, (*Broker).handleListOffsets) }
 
 func (b *Broker) handleListOffsets(_ context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
@@ -34,7 +35,7 @@ func (b *Broker) handleListOffsets(_ context.Context, _ *wire.Conn, req *wire.Re
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.Timestamp, sp.Offset = -1, -1
-			if err := b.listOffset(img, rt.Topic, &rp, &sp, r.Version); err != nil {
+			if err := b.listOffset(img, rt.Topic, &rp, &sp, r.Version, r.ReplicaID); err != nil {
 				sp.ErrorCode = errorCode(err)
 			}
 			st.Partitions = append(st.Partitions, sp)
@@ -44,7 +45,7 @@ func (b *Broker) handleListOffsets(_ context.Context, _ *wire.Conn, req *wire.Re
 	return respond(resp)
 }
 
-func (b *Broker) listOffset(img *metadata.Image, topic string, rp *kmsg.ListOffsetsRequestTopicPartition, sp *kmsg.ListOffsetsResponseTopicPartition, version int16) error {
+func (b *Broker) listOffset(img *metadata.Image, topic string, rp *kmsg.ListOffsetsRequestTopicPartition, sp *kmsg.ListOffsetsResponseTopicPartition, version int16, replicaID int32) error {
 	p, err := b.hostedPartition(img, topic, rp.Partition)
 	if err != nil {
 		return err
@@ -52,7 +53,7 @@ func (b *Broker) listOffset(img *metadata.Image, topic string, rp *kmsg.ListOffs
 	if (rp.Timestamp == replica.MaxTimestamp && version < 7) || (rp.Timestamp == replica.EarliestLocalTimestamp && version < 8) {
 		return kerr.UnsupportedVersion
 	}
-	res, err := p.OffsetForTime(rp.CurrentLeaderEpoch, rp.Timestamp)
+	res, err := p.OffsetForTime(rp.CurrentLeaderEpoch, rp.Timestamp, replicaID)
 	if err != nil {
 		return err
 	}

@@ -36,6 +36,8 @@ import (
 // the fsync) up to the request timeout; acks=1 waits only for the fsync
 // when flush.messages=1. Waits are deferred: the connection goes on
 // reading while they last.
+// * A replica that does not lead answers NOT_LEADER_OR_FOLLOWER with the
+// current leader and its endpoint (v10+, KIP-951).
 // * Producing to internal topics is refused (INVALID_TOPIC_EXCEPTION).
 // * Transactions are not implemented: a transactional produce fails with
 // TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
@@ -55,6 +57,7 @@ func (b *Broker) handleProduce(ctx context.Context, _ *wire.Conn, req *wire.Requ
 	resp := r.ResponseKind().(*kmsg.ProduceResponse)
 	img := b.image.Load()
 	var pending []pendingAppend
+	var leaders leaderHints
 	failed := false
 
 	validAcks := r.Acks == 0 || r.Acks == 1 || r.Acks == -1
@@ -90,8 +93,14 @@ func (b *Broker) handleProduce(ctx context.Context, _ *wire.Conn, req *wire.Requ
 					sp.ErrorMessage = errorMessage(err)
 				}
 				sp.BaseOffset = -1
+				if sp.ErrorCode == kerr.NotLeaderForPartition.Code && r.Version >= 10 {
+					sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = leaders.note(img, rt.Topic, rp.Partition)
+				}
 			}
 		}
+	}
+	for _, n := range leaders.endpoints(img) {
+		resp.Brokers = append(resp.Brokers, kmsg.ProduceResponseBroker{NodeID: n.NodeID, Host: n.Host, Port: n.Port, Rack: rackOrNil(n.Rack)})
 	}
 
 	if r.Acks == 0 {

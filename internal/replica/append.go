@@ -94,6 +94,7 @@ func (p *Partition) appendAsLeader(batches *record.Validated, acks int16, s *Set
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.applyLocked(p.tracker.appended(p.log.LogEndOffset(), p.committable(), p.nowMs()))
+	p.wakeLocked() // followers' long polls read to the log end
 	return AppendResult{AppendInfo: info}, snapshot, nil
 }
 

@@ -17,6 +17,24 @@ type ReadRequest struct {
 	// MinOneBatch returns a first batch bigger than MaxBytes alone
 	// (KIP-74): set for the first partition of a response with data.
 	MinOneBatch bool
+
+	// Follower is set for a follower's fetch, nil for a consumer's.
+	Follower *FollowerRead
+}
+
+// FollowerRead is what a follower's fetch adds. A follower reads up to the
+// log end offset, and its fetch offset is its log end offset, which the
+// leader records.
+type FollowerRead struct {
+	ReplicaID int32
+	// LastFetchedEpoch is the epoch of the follower's last batch (Fetch
+	// v12+), or -1: when the leader's log has no such epoch ending at or
+	// after the fetch offset, the logs diverged and nothing is read.
+	LastFetchedEpoch int32
+	LogStartOffset   int64 // the follower's
+	// Reread is set when a long poll reads again: the follower's position
+	// was recorded by the first read, as Kafka records it once per request.
+	Reread bool
 }
 
 // ReadResult is what Read found.
@@ -26,22 +44,60 @@ type ReadResult struct {
 	Region         storage.FileRegion
 	HighWatermark  int64
 	LogStartOffset int64
-	// Limit is the offset the read was bounded by, for a long poll to
-	// wait on with Limit (the high watermark, for a consumer).
+	LogEndOffset   int64
+	// DivergingEpoch, for a follower whose log diverged, is the leader's
+	// largest epoch at or below the follower's last fetched epoch and where
+	// it ends: the follower truncates there (Fetch v12+).
+	DivergingEpoch *EpochEndOffset
+	// Limit is the offset the read was bounded by (the high watermark for
+	// a consumer, the log end offset for a follower), for a long poll to
+	// compare with Limit.
 	Limit int64
 }
 
-// Read reads one partition of a fetch, up to the high watermark. It needs
-// the leader, at the caller's leader epoch. An offset outside the log is
-// ErrOffsetOutOfRange.
+// Read reads one partition of a fetch: a consumer's up to the high
+// watermark, a follower's up to the log end offset. It needs the leader, at
+// the caller's leader epoch, and a follower that is one of the partition's
+// replicas. An offset outside the log is ErrOffsetOutOfRange.
 func (p *Partition) Read(r ReadRequest) (ReadResult, error) {
-	if _, err := p.fence(r.CurrentLeaderEpoch, true); err != nil {
+	f := r.Follower
+	p.mu.Lock()
+	_, err := p.fenceLocked(r.CurrentLeaderEpoch, true)
+	if err == nil && f != nil {
+		err = p.tracker.isReplica(f.ReplicaID)
+	}
+	p.mu.Unlock()
+	if err != nil {
 		return ReadResult{}, err
 	}
-	hw := p.HighWatermark()
-	res := ReadResult{HighWatermark: hw, LogStartOffset: p.log.LogStartOffset(), Limit: hw}
-	if leo := p.log.LogEndOffset(); r.Offset > leo || r.Offset < res.LogStartOffset {
+	// The log end offset before the read: appends after it must not keep
+	// a follower from catching up.
+	hw, leo := p.HighWatermark(), p.log.LogEndOffset()
+	res := ReadResult{HighWatermark: hw, LogStartOffset: p.log.LogStartOffset(), LogEndOffset: leo, Limit: hw}
+	if f != nil {
+		res.Limit = leo
+		if f.LastFetchedEpoch >= 0 {
+			epoch, end := p.log.EndOffsetForEpoch(f.LastFetchedEpoch)
+			switch {
+			case epoch < 0 || end < 0:
+				return res, fmt.Errorf("%w: no end offset for the last fetched epoch %d", ErrOffsetOutOfRange, f.LastFetchedEpoch)
+			case r.Offset < res.LogStartOffset:
+				return res, fmt.Errorf("%w: offset %d, log from %d", ErrOffsetOutOfRange, r.Offset, res.LogStartOffset)
+			case epoch < f.LastFetchedEpoch || end < r.Offset:
+				res.DivergingEpoch = &EpochEndOffset{Epoch: epoch, EndOffset: end}
+				return res, nil
+			}
+		}
+	}
+	if r.Offset > leo || r.Offset < res.LogStartOffset {
 		return res, fmt.Errorf("%w: offset %d, log from %d to %d", ErrOffsetOutOfRange, r.Offset, res.LogStartOffset, leo)
+	}
+	if f != nil && !f.Reread {
+		p.mu.Lock()
+		p.applyLocked(p.tracker.followerFetched(followerFetch{replica: f.ReplicaID, fetchOffset: r.Offset,
+			logStartOffset: f.LogStartOffset, leaderLogEnd: leo, nowMs: p.nowMs()}))
+		res.HighWatermark = p.tracker.highWatermark
+		p.mu.Unlock()
 	}
 	maxBytes := max(r.MaxBytes, 0)
 	if r.Offset >= res.Limit || (maxBytes == 0 && !r.MinOneBatch) {
@@ -55,9 +111,21 @@ func (p *Partition) Read(r ReadRequest) (ReadResult, error) {
 	return res, nil
 }
 
-// Limit returns the offset a consumer's read is bounded by now: a long
-// poll has news once it differs from the ReadResult's.
-func (p *Partition) Limit() int64 { return p.HighWatermark() }
+// Limit returns the offset a follower's or a consumer's read is bounded
+// by now, or -1 when this replica no longer leads: a long poll has news
+// once it differs from the ReadResult's.
+func (p *Partition) Limit(follower bool) int64 {
+	p.mu.Lock()
+	leader := p.tracker.leader
+	p.mu.Unlock()
+	switch {
+	case !leader:
+		return -1
+	case follower:
+		return p.log.LogEndOffset()
+	}
+	return p.HighWatermark()
+}
 
 // Special timestamps of ListOffsets.
 const (
@@ -75,15 +143,19 @@ type OffsetResult struct {
 
 // OffsetForTime answers ListOffsets for timestamp ts, one of the special
 // timestamps or a time in milliseconds: the first committed record at or
-// after it, through the time index. It needs the leader, at the caller's
-// leader epoch.
-func (p *Partition) OffsetForTime(currentLeaderEpoch int32, ts int64) (OffsetResult, error) {
+// after it, through the time index. A follower asking (replicaID >= 0)
+// sees up to the log end offset instead of the high watermark, as in
+// Kafka. It needs the leader, at the caller's leader epoch.
+func (p *Partition) OffsetForTime(currentLeaderEpoch int32, ts int64, replicaID int32) (OffsetResult, error) {
 	epoch, err := p.fence(currentLeaderEpoch, true)
 	if err != nil {
 		return OffsetResult{}, err
 	}
 	res := OffsetResult{Offset: -1, Timestamp: -1, LeaderEpoch: epoch}
 	hw := p.HighWatermark()
+	if replicaID >= 0 {
+		hw = p.log.LogEndOffset()
+	}
 	switch {
 	case ts == LatestTimestamp:
 		res.Offset = hw

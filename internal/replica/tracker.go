@@ -420,3 +420,30 @@ func (t *tracker) maybeAdvance(nowMs int64) effects {
 	t.highWatermark = hw
 	return effects{highWatermarkMoved: true, acks: t.completeAcks()}
 }
+
+// followerHighWatermark takes, on a follower, the high watermark its
+// leader sent: the smaller of it and the local log end offset. Unlike a
+// leader's it may move backwards (a new leader may not know yet how far
+// its predecessor had committed), as in Kafka.
+func (t *tracker) followerHighWatermark(leaderHighWatermark, logEnd int64) effects {
+	if t.leader {
+		return effects{}
+	}
+	hw := min(leaderHighWatermark, logEnd)
+	if hw == t.highWatermark {
+		return effects{}
+	}
+	t.highWatermark = hw
+	return effects{highWatermarkMoved: true}
+}
+
+// truncated records that a follower's log now ends at logEnd: the high
+// watermark cannot be past it. With reset the log was emptied to start at
+// logEnd, which is then the high watermark.
+func (t *tracker) truncated(logEnd int64, reset bool) effects {
+	if t.leader || (t.highWatermark <= logEnd && !reset) || t.highWatermark == logEnd {
+		return effects{}
+	}
+	t.highWatermark = logEnd
+	return effects{highWatermarkMoved: true}
+}
