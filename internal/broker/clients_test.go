@@ -115,3 +115,44 @@ func TestKafkaGo(t *testing.T) {
 		t.Fatalf("saw %d distinct messages", len(seen))
 	}
 }
+
+// TestKafkaGoReadsNoPartitionsOfADeletedTopic is kafka-go's TestConn
+// "delete topics" scenario: right after DeleteTopics, ReadPartitions of the
+// deleted topics (a Metadata request that allows auto-creation) returns no
+// partitions, because Kafka's first answer for a topic it auto-creates has
+// none; the topics are back, with partitions, at the next ask. The
+// connection itself is dialled to a topic that does not exist yet, which
+// kafka-go's DialLeader creates the same way.
+func TestKafkaGoReadsNoPartitionsOfADeletedTopic(t *testing.T) {
+	b := startBroker(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	conn, err := (&kafkago.Dialer{}).DialLeader(ctx, "tcp", b.Addr(), "kafkago-conn", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	topics := []string{"kafkago-deleted-1", "kafkago-deleted-2"}
+	if err := conn.CreateTopics(kafkago.TopicConfig{Topic: topics[0], NumPartitions: 1, ReplicationFactor: 1},
+		kafkago.TopicConfig{Topic: topics[1], NumPartitions: 1, ReplicationFactor: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.DeleteTopics(topics...); err != nil {
+		t.Fatal(err)
+	}
+	partitions, err := conn.ReadPartitions(topics...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(partitions) != 0 {
+		t.Fatalf("partitions of deleted topics: %+v", partitions)
+	}
+	partitions, err = conn.ReadPartitions(topics...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(partitions) != 2 {
+		t.Fatalf("partitions of the auto-created topics: %+v", partitions)
+	}
+}

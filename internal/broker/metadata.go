@@ -17,9 +17,12 @@ import (
 //
 // Behavior:
 // * An unknown topic is created when auto.create.topics.enable is on and
-// the request allows it (always before v4). Kafka answers such a topic with
-// LEADER_NOT_AVAILABLE and lets the client ask again; a Strata node creates
-// the topic before answering, so the answer already carries its partitions.
+// the request allows it (always before v4). The answer is Kafka's (KRaft
+// mode, AutoTopicCreationManager.sendCreateTopicRequest):
+// UNKNOWN_TOPIC_OR_PARTITION with no partitions, and the client asks again.
+// Kafka creates the topic in the background; Strata creates it before
+// answering, so the next request finds it with its partitions. (Kafka with
+// ZooKeeper answered LEADER_NOT_AVAILABLE; clients retry on either.)
 // * Internal topics (__consumer_offsets) are never auto-created here;
 // FindCoordinator creates them, as in Kafka.
 // * Topics may be named by id (v10+); an unknown id is UNKNOWN_TOPIC_ID.
@@ -39,18 +42,21 @@ func (b *Broker) handleMetadata(_ context.Context, _ *wire.Conn, req *wire.Reque
 
 	allTopics := r.Topics == nil || (r.Version == 0 && len(r.Topics) == 0)
 	autoCreate := (r.Version < 4 || r.AllowAutoTopicCreation) && b.cfg.Bool("auto.create.topics.enable")
+	// autoCreated are the topics this request asked to create: whether the
+	// creation succeeded or not, they are answered as unknown this time.
+	autoCreated := map[string]bool{}
 	if !allTopics {
 		var create []string
 		for _, rt := range r.Topics {
-			if rt.Topic != nil {
+			if rt.Topic != nil && !autoCreated[*rt.Topic] {
 				if _, ok := img.Topics[*rt.Topic]; !ok && autoCreate && !isInternalTopic(*rt.Topic) && controller.ValidateTopicName(*rt.Topic) == nil {
 					create = append(create, *rt.Topic)
+					autoCreated[*rt.Topic] = true
 				}
 			}
 		}
 		if len(create) > 0 {
 			b.autoCreateTopics(create)
-			img = b.image.Load()
 		}
 	}
 
@@ -78,6 +84,8 @@ func (b *Broker) handleMetadata(_ context.Context, _ *wire.Conn, req *wire.Reque
 		var t *metadata.Topic
 		var err error
 		switch {
+		case rt.Topic != nil && autoCreated[*rt.Topic]:
+			err = kerr.UnknownTopicOrPartition
 		case rt.Topic != nil:
 			t = img.Topics[*rt.Topic]
 			if t == nil {

@@ -140,8 +140,34 @@ func TestTopicLifecycle(t *testing.T) {
 	}
 }
 
+// TestAutoCreateTopics: a Metadata request that allows auto-creation
+// creates an unknown topic, and Kafka's first answer for it is
+// UNKNOWN_TOPIC_OR_PARTITION with no partitions; the next one has them.
+// A producer that allows auto-creation writes to a topic that did not
+// exist.
 func TestAutoCreateTopics(t *testing.T) {
 	b := startBroker(t, map[string]string{"num.partitions": "3"})
+	metadata := func(topic string) kmsg.MetadataResponseTopic {
+		req := kmsg.NewPtrMetadataRequest()
+		req.Version = 12
+		req.AllowAutoTopicCreation = true
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(topic)
+		req.Topics = append(req.Topics, rt)
+		resp := rawRequest(t, b.Addr(), req).(*kmsg.MetadataResponse)
+		if len(resp.Topics) != 1 {
+			t.Fatalf("metadata of %s: %d topics", topic, len(resp.Topics))
+		}
+		return resp.Topics[0]
+	}
+	first := metadata("asked")
+	if first.ErrorCode != kerr.UnknownTopicOrPartition.Code || len(first.Partitions) != 0 || first.TopicID != [16]byte{} {
+		t.Fatalf("first answer for an auto-created topic: error %d, %d partitions, id %x", first.ErrorCode, len(first.Partitions), first.TopicID)
+	}
+	if again := metadata("asked"); again.ErrorCode != 0 || len(again.Partitions) != 3 {
+		t.Fatalf("second answer: error %d, %d partitions", again.ErrorCode, len(again.Partitions))
+	}
+
 	cl := newClient(t, b.Addr(), kgo.AllowAutoTopicCreation())
 	ctx := testContext(t)
 	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "auto", Value: []byte("v")}).FirstErr(); err != nil {
