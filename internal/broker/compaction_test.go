@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	kafkago "github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -188,4 +189,91 @@ func TestConsumerOffsetsAreCompacted(t *testing.T) {
 		t.Fatalf("after a restart, %d of %d records kept", n, records)
 	}
 	t.Logf("%d of %d records kept, in %d bytes", n, records, l.Size())
+}
+
+// TestKafkaGoReadsACompactedLog is kafka-go's TestReaderReadCompactedMessage:
+// its writer (no idempotence, batches of 3) fills a compacted topic of
+// 200-byte segments with a key written many times among keys written once,
+// the cleaner empties whole batches, and kafka-go's reader, fetching at
+// most 200 bytes (one segment) at a time, must read every key once. Its
+// reader stops for good at a batch without records, which Kafka's cleaner
+// never leaves for a producer without id: the boundary markers Strata keeps
+// on disk must not reach it.
+func TestKafkaGoReadsACompactedLog(t *testing.T) {
+	b := startBroker(t, cleanerSettings())
+	const topic = "kafkago-compacted"
+	// A low dirty ratio, so that the cleaner goes on cleaning the last
+	// few segments written, however much it cleaned before.
+	createTopic(t, newAdmin(t, b.Addr()), topic, 1, map[string]*string{"cleanup.policy": ptr("compact"), "segment.bytes": ptr("200"),
+		"min.cleanable.dirty.ratio": ptr("0.01")})
+	ctx := testContext(t)
+	var msgs []kafkago.Message
+	keys := map[string]bool{}
+	add := func(key string) {
+		msgs = append(msgs, kafkago.Message{Key: []byte(key), Value: []byte(key)})
+		keys[key] = true
+	}
+	n := 0
+	for dups := range 5 {
+		for range 30 {
+			add(fmt.Sprintf("%04d", n))
+			n++
+			for range dups {
+				add("dup_")
+			}
+		}
+	}
+	const ends = 10
+	for i := range ends {
+		add(fmt.Sprintf("e-%02d", i))
+	}
+	// NewWriter(WriterConfig{}), as the suite writes, waits for acks=all.
+	w := &kafkago.Writer{Addr: kafkago.TCP(b.Addr()), Topic: topic, BatchSize: 3, Balancer: &kafkago.LeastBytes{},
+		RequiredAcks: kafkago.RequireAll}
+	if err := w.WriteMessages(ctx, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+
+	l, _ := b.logs.Log(topic, 0)
+	lastDup := l.LogEndOffset() - ends - 1
+	poll.Until(t, 30*time.Second, "the cleaner to clean past the last duplicate", func() bool {
+		return l.CleanerCheckpoint() > lastDup
+	})
+	// The case kafka-go trips on: a segment that holds nothing but a batch
+	// emptied by the cleaner.
+	bases := map[int64]bool{}
+	for _, base := range l.SegmentBaseOffsets() {
+		bases[base] = true
+	}
+	emptySegments := 0
+	if err := l.ScanBatchHeaders(0, func(h record.Header, _ int64) bool {
+		if h.NumRecords == 0 && bases[h.BaseOffset] && bases[h.NextOffset()] {
+			emptySegments++
+		}
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if emptySegments == 0 {
+		t.Fatal("no segment was emptied by the cleaner; the test needs one")
+	}
+
+	r := kafkago.NewReader(kafkago.ReaderConfig{Brokers: []string{b.Addr()}, Topic: topic, MinBytes: 1, MaxBytes: 200,
+		MaxWait: 100 * time.Millisecond})
+	defer r.Close()
+	read := map[string]int{}
+	for len(read) < len(keys) {
+		m, err := r.FetchMessage(ctx)
+		if err != nil {
+			t.Fatalf("read %d of %d keys, stopped at offset %d: %v", len(read), len(keys), r.Offset(), err)
+		}
+		read[string(m.Key)]++
+	}
+	for key, times := range read {
+		if times != 1 || !keys[key] {
+			t.Errorf("key %q read %d times", key, times)
+		}
+	}
+	t.Logf("%d keys read; %d segments held only an emptied batch", len(read), emptySegments)
 }

@@ -44,12 +44,17 @@ import (
 // bytes, unchanged) and recompressed with the batch's codec, and its
 // length, record count and CRC recomputed. Control batches are kept.
 //
-// A batch left without records is dropped, except the last batch of a
-// rewritten run (so the run still ends where the next segment starts,
-// which recovery checks) and the last batch of a producer id whose last
-// write is younger than producer.id.expiration.ms (so its sequence checks
-// survive a rebuild of the producer state): those keep their header with
-// no records and codec none, as Kafka keeps them.
+// A batch left without records is dropped, as Kafka's cleaner drops it,
+// except the last batch of a producer id whose last write is younger than
+// producer.id.expiration.ms (so its sequence checks survive a rebuild of
+// the producer state): that one keeps its header with no records and codec
+// none, as Kafka keeps it (BatchRetention.RETAIN_EMPTY), and reads return
+// it like any batch. The last batch of a rewritten run is not dropped
+// either, so that the run still ends where the next segment starts, which
+// recovery checks (see checkBoundary), but it becomes a boundary marker:
+// its header alone, without producer id, epoch and sequence. Kafka has no
+// such batch, so reads never return one (see isBoundaryMarker): a client
+// sees the log Kafka's cleaner would leave.
 //
 // Tombstones (KIP-534): a cleaning that keeps a tombstone it deduplicated
 // sets the batch's delete-horizon attribute and moves the base timestamp
@@ -503,12 +508,14 @@ func (f *batchFilter) filter(h *record.Header, batch []byte, last bool) ([]byte,
 		f.earliestHorizon = min(f.earliestHorizon, horizon)
 	}
 	f.recordsRemoved += int64(h.NumRecords - kept)
+	keepProducer := false
 	if kept == 0 {
-		if !last && !f.keepEmpty(h) {
+		keepProducer = f.keepEmpty(h)
+		if !last && !keepProducer {
 			f.batchesRemoved++
 			return nil, nil
 		}
-		if h.NumRecords == 0 {
+		if h.NumRecords == 0 && (keepProducer || isBoundaryMarker(h)) {
 			return batch, nil // emptied by an earlier cleaning
 		}
 	} else if kept == h.NumRecords && !setHorizon {
@@ -518,10 +525,16 @@ func (f *batchFilter) filter(h *record.Header, batch []byte, last bool) ([]byte,
 	nh.NumRecords = kept
 	if kept == 0 {
 		// Kafka's empty batch: the header alone, uncompressed; without
-		// records, no delete horizon.
+		// records, no delete horizon. A boundary marker also loses its
+		// producer, which a later batch of the producer's (or its
+		// expiry) makes useless.
 		nh.Attributes &^= record.CodecMask | record.AttrDeleteHorizon
 		if h.HasDeleteHorizon() {
 			nh.BaseTimestamp = h.MaxTimestamp
+		}
+		if !keepProducer {
+			nh.Attributes &^= record.AttrTransactional
+			nh.ProducerID, nh.ProducerEpoch, nh.BaseSequence = -1, -1, -1
 		}
 		f.out = record.AppendBatch(f.out[:0], &nh, nil)
 		return f.out, nil

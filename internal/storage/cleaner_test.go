@@ -9,6 +9,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -470,6 +471,102 @@ func TestCleanKeepsTheLastBatchOfEachProducer(t *testing.T) {
 		if h.ProducerID == 7 {
 			t.Fatalf("expired producer's empty batch kept: %+v", h)
 		}
+	}
+}
+
+// TestCleanLeavesOnlyKafkasEmptyBatchesToRead: of the batches a cleaning
+// empties, Kafka keeps only the last one of a live producer, and reads
+// return it like any batch (a read starting inside it starts with it). The
+// last batch of each rewritten segment stays on disk as a boundary marker,
+// without its producer, which reads never return (a read starting inside
+// one starts after it) and which lets recovery check the segments' ends.
+// kafka-go's reader stalls for good on a batch without records.
+func TestCleanLeavesOnlyKafkasEmptyBatchesToRead(t *testing.T) {
+	cfg := compactConfig()
+	// A segment per batch, and runs of one segment: each emptied batch is
+	// the last of its run.
+	cfg.SegmentBytes = 200
+	mem := newMem(t, "/d")
+	l := openTestLog(t, mem, "/d/t-0", cfg, LogOptions{})
+	var written []rec
+	const ts = 50_000
+	pad := strings.Repeat("v", 50)
+	seqs := map[int64]int32{}
+	lastOf := map[int64]int64{}
+	put := func(pid int64, key string) AppendInfo {
+		o := batchOpts{ts: ts}
+		if pid >= 0 {
+			o.idempotent, o.pid, o.seq = true, pid, seqs[pid]
+			seqs[pid]++
+		}
+		info := appendKV(t, l, o, &written, kv{key: key, value: key + pad})
+		lastOf[pid] = info.FirstOffset
+		return info
+	}
+	put(-1, "k0")
+	put(-1, "dup")
+	p9 := put(9, "dup") // superseded, and producer 9 writes again: a marker
+	put(-1, "k1")
+	p10 := put(10, "dup2") // producer 10's last batch: kept empty
+	put(9, "dup")          // producer 9's last batch: kept empty
+	put(-1, "dup2")
+	put(-1, "dup")
+	fillTo(t, l, l.NumSegments()+2, ts, &written)
+	res := cleanOK(t, l, time.UnixMilli(ts+1000))
+
+	var markers []record.Header
+	if err := l.ScanBatchHeaders(0, func(h record.Header, _ int64) bool {
+		switch {
+		case h.NumRecords > 0:
+		case h.HasProducerID():
+			if h.BaseOffset != lastOf[h.ProducerID] {
+				t.Errorf("empty batch of producer %d kept at %d: not its last", h.ProducerID, h.BaseOffset)
+			}
+		default:
+			markers = append(markers, h)
+		}
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(markers, func(h record.Header) bool { return h.BaseOffset == p9.FirstOffset }) {
+		t.Fatalf("producer 9's first batch is not a marker: markers %+v", markers)
+	}
+	for _, m := range markers {
+		if i := slices.Index(l.SegmentBaseOffsets(), m.NextOffset()); i < 0 {
+			t.Errorf("marker %d..%d does not end its segment (segments %v)", m.BaseOffset, m.LastOffset(), l.SegmentBaseOffsets())
+		}
+		got, err := l.Read(m.BaseOffset+int64(m.LastOffsetDelta)/2, 1<<20, math.MaxInt64, true)
+		if err != nil || got.FirstBatchOffset <= m.LastOffset() {
+			t.Errorf("read inside the marker %d..%d starts at %d (%v)", m.BaseOffset, m.LastOffset(), got.FirstBatchOffset, err)
+		}
+	}
+	sawP10 := false
+	for _, h := range headers(t, l) {
+		if h.NumRecords == 0 && !h.HasProducerID() {
+			t.Errorf("a read returned the marker %d..%d", h.BaseOffset, h.LastOffset())
+		}
+		sawP10 = sawP10 || h.ProducerID == 10
+	}
+	if !sawP10 {
+		t.Error("reads left out producer 10's empty batch")
+	}
+	if got, err := l.Read(p10.FirstOffset, 1<<20, math.MaxInt64, true); err != nil || got.FirstBatchOffset != p10.FirstOffset {
+		t.Errorf("read at producer 10's empty batch starts at %d (%v)", got.FirstBatchOffset, err)
+	}
+	checkCompacted(t, readRecords(t, l), written, res.CleanedTo, false)
+
+	// Recovery from the start (no clean shutdown, no recovery point)
+	// scans every segment and finds each ending where the next starts:
+	// nothing is dropped.
+	before := readRecords(t, l)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r := openTestLog(t, mem, "/d/t-0", cfg, LogOptions{})
+	defer r.Close()
+	if got := readRecords(t, r); !sameRecords(got, before) {
+		t.Fatalf("%d records after recovery, want %d", len(got), len(before))
 	}
 }
 

@@ -52,7 +52,9 @@
 // appended batch when its offsets cannot be indexed relative to the log end;
 // recovery relies on that to tell a lost segment tail from a gap, and the
 // cleaner keeps it true by keeping the last batch of every segment it
-// writes, emptied if need be.
+// writes, emptied if need be. Such an emptied batch without a producer id
+// is a boundary marker that reads skip: Kafka's cleaner would have dropped
+// it (see cleaner.go).
 //
 // # Offset index (.index)
 //

@@ -55,7 +55,9 @@ type ReadResult struct {
 // region of one segment: only batches whose last offset is below maxOffset
 // (the high watermark, or the log end offset), and at most maxBytes of
 // them, except that with minOneBatch a first batch bigger than maxBytes is
-// returned alone (KIP-74). Nothing is copied.
+// returned alone (KIP-74). Nothing is copied. The cleaner's boundary
+// markers are never returned (a read that would start at one starts after
+// it), so a reader sees the batches Kafka's cleaner would have kept.
 //
 // An offset below the log start offset or above the log end offset is
 // ErrOffsetOutOfRange; at the log end offset, or with nothing below
@@ -86,6 +88,25 @@ func (l *Log) Read(offset int64, maxBytes int, maxOffset int64, minOneBatch bool
 		if !found {
 			continue // offset is past this segment's last batch
 		}
+		if isBoundaryMarker(&h) {
+			// The cleaner writes a marker last in a segment, so this
+			// usually moves on to the next segment.
+			next := int64(-1)
+			err = sc.scan(s.log, pos+int64(h.Size()), end, func(hh *record.Header, p int64) bool {
+				if isBoundaryMarker(hh) {
+					return true
+				}
+				next, h = p, *hh
+				return false
+			})
+			if err != nil {
+				return empty, fmt.Errorf("storage: reading %s segment %d: %w", l, s.baseOffset, err)
+			}
+			if next < 0 {
+				continue
+			}
+			pos = next
+		}
 		if h.LastOffset() >= maxOffset {
 			return empty, nil
 		}
@@ -103,7 +124,7 @@ func (l *Log) Read(offset int64, maxBytes int, maxOffset int64, minOneBatch bool
 			endPos = ipos
 		}
 		err = sc.scan(s.log, endPos, end, func(hh *record.Header, p int64) bool {
-			if e := p + int64(hh.Size()); e <= limit && hh.LastOffset() < maxOffset {
+			if e := p + int64(hh.Size()); e <= limit && hh.LastOffset() < maxOffset && !isBoundaryMarker(hh) {
 				endPos = e
 				return true
 			}
@@ -116,6 +137,13 @@ func (l *Log) Read(offset int64, maxBytes int, maxOffset int64, minOneBatch bool
 	}
 	return empty, nil
 }
+
+// isBoundaryMarker reports whether h is a batch the log cleaner keeps only
+// to end a segment it wrote where the next one starts (see cleaner.go): no
+// records and no producer. Kafka's cleaner drops such a batch, and clients
+// that read Kafka's compacted logs do not expect one (kafka-go's reader
+// stops for good at a batch without records), so reads skip it.
+func isBoundaryMarker(h *record.Header) bool { return h.NumRecords == 0 && !h.HasProducerID() }
 
 // readChunk bounds how much ReadBatches holds in memory at once.
 const readChunk = 1 << 20
