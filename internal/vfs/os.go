@@ -47,7 +47,7 @@ func (osFS) List(dir string) ([]string, error) {
 }
 
 func openOS(name string, flag int, dir bool) (File, error) {
-	f, err := os.OpenFile(name, flag, 0o644)
+	f, err := openFile(name, flag)
 	if err != nil {
 		return nil, err
 	}
