@@ -288,20 +288,17 @@ func (w *cleanWriter) flush() error {
 }
 
 // finishSwaps completes or rolls back the swaps a crash interrupted (see
-// the top of this file), before the log's segments are opened. It returns
-// the base offsets of the segments it swapped in, which must be recovered.
+// the top of this file), before the log's segments are opened; names is
+// the directory's listing. It returns the base offsets of the segments it
+// swapped in, which must be recovered, and the listing after its changes.
 // Nothing else has the log yet.
-func (l *Log) finishSwaps() (map[int64]bool, error) {
-	names, err := l.fs.List(l.dir)
-	if err != nil {
-		return nil, err
-	}
+func (l *Log) finishSwaps(names []string) (map[int64]bool, []string, error) {
 	changed := false
 	var swaps []int64
 	for _, name := range names {
 		if strings.HasSuffix(name, cleanedSuffix) {
 			if err := l.fs.Remove(filepath.Join(l.dir, name)); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			changed = true
 			continue
@@ -317,7 +314,7 @@ func (l *Log) finishSwaps() (map[int64]bool, error) {
 		stem := filepath.Join(l.dir, segmentName(b))
 		end, err := l.swapEnd(stem + logSuffix + swapSuffix)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		changed = true
 		if end < 0 {
@@ -330,7 +327,7 @@ func (l *Log) finishSwaps() (map[int64]bool, error) {
 			for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
 				if o, ok := parseOffsetName(name, suffix); ok && o >= b && o < end {
 					if err := l.fs.Remove(filepath.Join(l.dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
-						return nil, err
+						return nil, nil, err
 					}
 				}
 			}
@@ -338,28 +335,35 @@ func (l *Log) finishSwaps() (map[int64]bool, error) {
 		for _, suffix := range []string{indexSuffix, timeIndexSuffix, logSuffix} {
 			if vfs.Exists(l.fs, stem+suffix+swapSuffix) {
 				if err := l.fs.Rename(stem+suffix+swapSuffix, stem+suffix); err != nil {
-					return nil, err
+					return nil, nil, err
 				}
 			}
 		}
 		l.logger.Info("completed an interrupted cleaning", "segment", b, "end_offset", end)
 		done[b] = true
 	}
-	if names, err = l.fs.List(l.dir); err != nil {
-		return nil, err
+	if !changed && !slices.ContainsFunc(names, func(n string) bool { return strings.HasSuffix(n, swapSuffix) }) {
+		return done, names, nil
+	}
+	names, err := l.fs.List(l.dir)
+	if err != nil {
+		return nil, nil, err
 	}
 	for _, name := range names {
 		if strings.HasSuffix(name, swapSuffix) {
 			if err := l.fs.Remove(filepath.Join(l.dir, name)); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			changed = true
 		}
 	}
 	if changed {
 		l.unflushedDir.Store(true)
+		if names, err = l.fs.List(l.dir); err != nil {
+			return nil, nil, err
+		}
 	}
-	return done, nil
+	return done, names, nil
 }
 
 // swapEnd returns the offset after the last valid batch of a .swap log, or

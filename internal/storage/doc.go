@@ -21,7 +21,7 @@
 //	        00000000000000000000.index     its offset index
 //	        00000000000000000000.timeindex its time index
 //	        00000000000000000368.log       the active segment (the last)
-//	        00000000000000000368.index     preallocated to segment.index.bytes
+//	        00000000000000000368.index     preallocated to segment.index.bytes with its first entry
 //	        00000000000000000368.timeindex
 //	        00000000000000000368.snapshot  producer state at offset 368
 //	        leader-epoch-checkpoint
@@ -71,8 +71,11 @@
 // position 0). This is Kafka's rule when it rebuilds an index; Strata applies
 // it per batch on append too, so an appended index equals a rebuilt one. Entries increase strictly in both fields. The
 // active segment's file is preallocated to segment.index.bytes (rounded down
-// to a multiple of 8) and memory-mapped; it is trimmed to its entries when
-// the segment rolls or the log closes.
+// to a multiple of 8) and memory-mapped with its first entry (until then it
+// is empty and not even open); it is trimmed to its entries when the segment
+// rolls or the log closes. Past the entries, a preallocated file is zeros
+// (entries a truncation drops are zeroed), so after a crash the entries end
+// at the first zero entry.
 //
 // # Time index (.timeindex)
 //
@@ -114,13 +117,25 @@
 // directory, then advances the recovery point. Concurrent Flush callers share
 // one fsync (group commit). The Manager writes the recovery points to
 // recovery-point-offset-checkpoint. On open without .kafka_cleanshutdown,
-// every segment from the one holding the recovery point on is scanned: each
-// batch is CRC-checked and must follow its predecessor's offsets; the first
-// bad or torn batch and everything after it (later segments too) is
-// truncated, and the segment's indexes are rebuilt. With the marker, the scan
-// is skipped, but every index is still sanity-checked (entries within the
-// file, strictly increasing) and rebuilt if it fails. A failed write or fsync
-// takes the log offline: it returns ErrLogOffline from then on.
+// every segment from the one holding the recovery point on is recovered:
+// the entries of its offset index that increase and point inside the log
+// are kept (an entry is written after its batch, so what it covers reached
+// the file first), and the log is scanned from the batch of the last one,
+// which must be there, to the end. Each batch scanned is CRC-checked and
+// must follow its predecessor's offsets; the first bad or torn batch and
+// everything after it (later segments too) is truncated, and index entries
+// are added for what was scanned. An index that disagrees with its log is
+// rebuilt from the start of its segment. So an empty log reads nothing, and
+// a log killed with nothing unflushed reads at most index.interval.bytes
+// and a batch. Recovery syncs nothing it did not repair: what it kept stays
+// above the recovery point until the next flush. With the marker, no log is
+// read, but the first and last entries of every index are checked (within
+// the file, increasing) and the index is rebuilt if they fail, as Kafka's
+// sanityCheck does. The Manager opens logs num.recovery.threads.per.data.dir
+// at a time (at most the cores) and logs one line for all of them, a
+// warning counting corrupt logs by cause when recovery repaired any. A
+// failed write or fsync takes the log offline: it returns ErrLogOffline
+// from then on.
 //
 // # Compaction
 //

@@ -44,6 +44,10 @@ type LogOptions struct {
 	// (produce validation, cleaning, timestamp lookups), shared by the
 	// broker's logs; nil means record.DefaultBudget.
 	DecompressionBudget *record.Budget
+
+	// summarized is set by the Manager, which sums up the recovery of all
+	// its logs in one line: a log's own recovery events are debug lines.
+	summarized bool
 }
 
 // Log is one partition's log. It is safe for concurrent use with one
@@ -101,6 +105,11 @@ type Log struct {
 
 	deleteMu sync.Mutex
 	pending  map[*pendingDelete]struct{}
+
+	// recovery is what opening the log found and did; written by load
+	// only, before the log is shared.
+	recovery   recoveryStats
+	summarized bool
 }
 
 // ParsePartitionDir splits a partition directory name "<topic>-<partition>"
@@ -128,7 +137,7 @@ func OpenLog(fs vfs.FS, dir string, cfg Config, opts LogOptions) (*Log, error) {
 		return nil, err
 	}
 	l := &Log{fs: fs, topic: tp.Topic, partition: tp.Partition, dir: dir, logger: opts.Logger, now: opts.Now,
-		budget: opts.DecompressionBudget, pending: map[*pendingDelete]struct{}{}}
+		budget: opts.DecompressionBudget, pending: map[*pendingDelete]struct{}{}, summarized: opts.summarized}
 	if l.budget == nil {
 		l.budget = record.DefaultBudget
 	}
@@ -362,4 +371,13 @@ func (l *Log) writeEpochsLocked() error {
 		return l.fail("writing leader-epoch-checkpoint", err)
 	}
 	return nil
+}
+
+// openFiles returns how many descriptors the log's segments hold.
+func (l *Log) openFiles() int {
+	n := 0
+	for _, s := range l.segmentList() {
+		n += s.openFiles()
+	}
+	return n
 }

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/strata-io/strata/internal/record"
@@ -31,8 +32,9 @@ type ManagerOptions struct {
 	// top of the defaults) for logs opened from disk.
 	ConfigFor func(topic string) Config
 	// RecoveryThreads is num.recovery.threads.per.data.dir (Kafka's default
-	// 1): how many logs are opened and recovered in parallel. 0 means
-	// GOMAXPROCS.
+	// 1): how many logs are opened and recovered, and closed at shutdown, in
+	// parallel, at most GOMAXPROCS. 0 means GOMAXPROCS. SetRecoveryThreads
+	// changes it for the next shutdown.
 	RecoveryThreads int
 	// RetentionCheckInterval is log.retention.check.interval.ms (default
 	// 300000) for the loop Start runs.
@@ -87,6 +89,8 @@ type Manager struct {
 
 	stop, done  chan struct{}
 	cleanerDone chan struct{} // closed when the cleaner's loop ends
+
+	recoveryThreads atomic.Int64
 }
 
 // OpenManager opens every partition directory in dir (creating dir if
@@ -104,6 +108,7 @@ func OpenManager(fs vfs.FS, dir string, opts ManagerOptions) (*Manager, error) {
 	}
 	m := &Manager{fs: fs, dir: dir, opts: opts, logger: opts.Logger, now: opts.Now,
 		logs: map[TopicPartition]*Log{}, deleting: map[*Log]*time.Timer{}}
+	m.recoveryThreads.Store(int64(opts.RecoveryThreads))
 	if m.logger == nil {
 		m.logger = slog.Default()
 	}
@@ -179,9 +184,126 @@ func OpenManager(fs vfs.FS, dir string, opts ManagerOptions) (*Manager, error) {
 		m.closeLogs()
 		return nil, err
 	}
-	m.logger.Info("opened log directory", "dir", dir, "logs", len(m.logs), "clean_shutdown", clean,
-		"duration", time.Since(start).Round(time.Millisecond))
+	m.logOpened(clean, time.Since(start))
+	m.checkFileLimit()
 	return m, nil
+}
+
+// logOpened writes the one line that sums up the opening: how many logs,
+// how much recovery read, and, as a warning, the partitions in which it
+// found corruption, counted by cause, with a few of their names (each
+// log's details are debug lines).
+func (m *Manager) logOpened(clean bool, took time.Duration) {
+	var scanned, rebuilt, corrupt int
+	var bytesScanned, bytesTruncated int64
+	byCause := map[string]int{}
+	var examples []string
+	for _, l := range m.Logs() {
+		st := &l.recovery
+		if st.segmentsScanned > 0 {
+			scanned++
+		}
+		if st.indexesRebuilt > 0 {
+			rebuilt++
+		}
+		bytesScanned += st.bytesScanned
+		bytesTruncated += st.bytesTruncated
+		if !st.corrupt() {
+			continue
+		}
+		corrupt++
+		causes := st.causes()
+		for _, c := range causes {
+			byCause[c]++
+		}
+		if len(examples) < 10 {
+			examples = append(examples, fmt.Sprintf("%s (%s)", l, strings.Join(causes, ", ")))
+		}
+	}
+	attrs := []any{"dir", m.dir, "logs", len(m.logs), "clean_shutdown", clean, "duration", took.Round(time.Millisecond)}
+	if !clean {
+		attrs = append(attrs, "logs_scanned", scanned, "bytes_scanned", bytesScanned, "indexes_rebuilt", rebuilt)
+	}
+	if corrupt == 0 {
+		m.logger.Info("opened log directory", attrs...)
+		return
+	}
+	attrs = append(attrs, "corrupt_logs", corrupt)
+	causes := make([]string, 0, len(byCause))
+	for c := range byCause {
+		causes = append(causes, c)
+	}
+	sort.Strings(causes)
+	for _, c := range causes {
+		attrs = append(attrs, c, byCause[c])
+	}
+	attrs = append(attrs, "bytes_truncated", bytesTruncated, "examples", strings.Join(examples, "; "))
+	m.logger.Warn("opened log directory, recovering corrupt logs", attrs...)
+}
+
+// OpenFiles returns how many files the logs keep open: each segment its
+// .log, and its .index and .timeindex once they hold entries.
+func (m *Manager) OpenFiles() int {
+	n := 0
+	for _, l := range m.Logs() {
+		n += l.openFiles()
+	}
+	return n
+}
+
+// checkFileLimit warns when the open-file limit (RLIMIT_NOFILE) leaves too
+// little room for the logs present: their files now, two more for each
+// partition once its indexes hold entries, and a thousand for connections
+// and the rest.
+func (m *Manager) checkFileLimit() {
+	limit, ok := openFileLimit()
+	if !ok {
+		return
+	}
+	open := m.OpenFiles()
+	need := open + 2*len(m.logs) + 1000
+	if uint64(need) <= limit {
+		return
+	}
+	m.logger.Warn("the open-file limit is too low for the partitions in the log directory",
+		"limit", limit, "partitions", len(m.logs), "open_files", open, "needed", need,
+		"hint", "each partition keeps one file open per segment (.log), two more (.index, .timeindex) once it holds data, "+
+			"and every client connection is one more; raise the limit (ulimit -n, LimitNOFILE= in systemd) to at least the needed count")
+}
+
+// SetRecoveryThreads changes num.recovery.threads.per.data.dir: how many
+// logs are closed in parallel at shutdown (and opened at the next start,
+// when the configuration says so there too).
+func (m *Manager) SetRecoveryThreads(n int) { m.recoveryThreads.Store(int64(n)) }
+
+// threads is how many logs are opened or closed at once: RecoveryThreads,
+// at most the cores.
+func (m *Manager) threads(logs int) int {
+	n := int(m.recoveryThreads.Load())
+	if n <= 0 || n > runtime.GOMAXPROCS(0) {
+		n = runtime.GOMAXPROCS(0)
+	}
+	return max(min(n, logs), 1)
+}
+
+// eachParallel runs fn for every log, on m.threads goroutines.
+func (m *Manager) eachParallel(logs []*Log, fn func(*Log)) {
+	work := make(chan *Log)
+	var wg sync.WaitGroup
+	for range m.threads(len(logs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for l := range work {
+				fn(l)
+			}
+		}()
+	}
+	for _, l := range logs {
+		work <- l
+	}
+	close(work)
+	wg.Wait()
 }
 
 func (m *Manager) closeLogs() {
@@ -209,15 +331,11 @@ func (m *Manager) configFor(topic string) Config {
 }
 
 func (m *Manager) openAll(tps []TopicPartition, recoveryPoints, logStarts, cleanerPoints map[TopicPartition]int64, clean bool) error {
-	threads := m.opts.RecoveryThreads
-	if threads <= 0 {
-		threads = runtime.GOMAXPROCS(0)
-	}
 	work := make(chan TopicPartition)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var errs []error
-	for range min(threads, max(len(tps), 1)) {
+	for range m.threads(len(tps)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -229,7 +347,12 @@ func (m *Manager) openAll(tps []TopicPartition, recoveryPoints, logStarts, clean
 				l, err := OpenLog(m.fs, filepath.Join(m.dir, tp.String()), m.configFor(tp.Topic), LogOptions{
 					Logger: m.logger, Now: m.now, RecoveryPoint: recoveryPoints[tp], LogStartOffset: logStart,
 					CleanShutdown: clean, CleanerCheckpoint: cleanerPoints[tp], DecompressionBudget: m.opts.DecompressionBudget,
+					summarized: true,
 				})
+				if err != nil && tooManyFiles(err) {
+					limit, _ := openFileLimit()
+					err = fmt.Errorf("%w (the open-file limit, RLIMIT_NOFILE, is %d for %d partitions: raise it, see the README)", err, limit, len(tps))
+				}
 				mu.Lock()
 				if err != nil {
 					errs = append(errs, err)
@@ -245,6 +368,9 @@ func (m *Manager) openAll(tps []TopicPartition, recoveryPoints, logStarts, clean
 	}
 	close(work)
 	wg.Wait()
+	if len(errs) > 10 {
+		errs = append(errs[:10], fmt.Errorf("and %d more", len(errs)-10))
+	}
 	return errors.Join(errs...)
 }
 
@@ -520,23 +646,21 @@ func (m *Manager) Close() error {
 		}
 	}
 	var errs []error
+	var errMu sync.Mutex
+	addErr := func(err error) {
+		if err != nil {
+			errMu.Lock()
+			errs = append(errs, err)
+			errMu.Unlock()
+		}
+	}
 	logs := m.Logs()
-	for _, l := range logs {
-		if err := l.Flush(l.LogEndOffset()); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if err := m.CheckpointRecoveryPoints(); err != nil {
-		errs = append(errs, err)
-	}
-	for _, l := range logs {
-		if err := l.Close(); err != nil {
-			errs = append(errs, err)
-		}
-		if err := l.Offline(); err != nil {
-			errs = append(errs, err)
-		}
-	}
+	m.eachParallel(logs, func(l *Log) { addErr(l.Flush(l.LogEndOffset())) })
+	addErr(m.CheckpointRecoveryPoints())
+	m.eachParallel(logs, func(l *Log) {
+		addErr(l.Close())
+		addErr(l.Offline())
+	})
 	if len(errs) == 0 {
 		if err := vfs.WriteFileAtomic(m.fs, filepath.Join(m.dir, CleanShutdownFile), nil); err != nil {
 			errs = append(errs, err)

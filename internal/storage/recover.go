@@ -1,13 +1,16 @@
 package storage
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
+	"log/slog"
 	"math"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -18,13 +21,49 @@ import (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// recoveryStats summarizes a log's opening.
+// recoveryStats summarizes a log's opening, for its own log line and the
+// Manager's summary.
 type recoveryStats struct {
 	segmentsScanned int
 	bytesScanned    int64
 	bytesTruncated  int64
 	segmentsDropped int
 	indexesRebuilt  int
+	// Corruption found, which the Manager counts by cause: a torn or bad
+	// batch truncated; an index that disagreed with its log (rebuilt);
+	// segments after a lost segment tail dropped; an active segment that
+	// did not parse although the clean-shutdown marker said it would.
+	tornTail, corruptIndex, lostSegments, unreadableActive bool
+}
+
+func (st *recoveryStats) corrupt() bool {
+	return st.tornTail || st.corruptIndex || st.lostSegments || st.unreadableActive
+}
+
+// causes names the kinds of corruption found, for the Manager's summary.
+func (st *recoveryStats) causes() []string {
+	var out []string
+	for _, c := range []struct {
+		found bool
+		name  string
+	}{{st.tornTail, "torn_tail"}, {st.corruptIndex, "corrupt_index"}, {st.lostSegments, "lost_segment_tail"},
+		{st.unreadableActive, "unreadable_after_clean_shutdown"}} {
+		if c.found {
+			out = append(out, c.name)
+		}
+	}
+	return out
+}
+
+// corruption logs what recovery found wrong with one segment: a warning
+// for a log opened on its own, a debug line under a Manager, which sums
+// up all its logs in one line.
+func (l *Log) corruption(msg string, attrs ...any) {
+	level := slog.LevelWarn
+	if l.summarized {
+		level = slog.LevelDebug
+	}
+	l.logger.Log(context.Background(), level, msg, attrs...)
 }
 
 // parseOffsetName parses "%020d<suffix>".
@@ -42,13 +81,13 @@ func parseOffsetName(name, suffix string) (int64, bool) {
 func (l *Log) load(opts LogOptions) error {
 	start := time.Now()
 	cfg := l.cfg.Load()
-	swapped, err := l.finishSwaps()
-	if err != nil {
-		return fmt.Errorf("finishing an interrupted cleaning: %w", err)
-	}
 	names, err := l.fs.List(l.dir)
 	if err != nil {
 		return err
+	}
+	swapped, names, err := l.finishSwaps(names)
+	if err != nil {
+		return fmt.Errorf("finishing an interrupted cleaning: %w", err)
 	}
 	present := map[string]bool{}
 	var bases []int64
@@ -94,12 +133,22 @@ func (l *Log) load(opts LogOptions) error {
 		}
 	}
 
+	// Without a clean shutdown, the segment holding the recovery point and
+	// every later one hold data that was not flushed: recovery checks them.
+	// The segments before it, and every segment after a clean shutdown, are
+	// trusted.
+	firstToRecover := len(bases)
+	if !opts.CleanShutdown {
+		firstToRecover = max(sort.Search(len(bases), func(i int) bool { return bases[i] > opts.RecoveryPoint })-1, 0)
+	}
+	stats := &l.recovery
 	now := l.now()
 	rebuild := make([]bool, len(bases))
 	for i, base := range bases {
-		s, err := openSegment(l.fs, l.dir, base, cfg, now)
+		s, err := openSegment(l.fs, l.dir, base, cfg, now, i < firstToRecover)
 		if errors.Is(err, errCorruptIndex) {
-			l.logger.Warn("rebuilding index", "segment", base, "reason", err)
+			l.corruption("rebuilding index", "segment", base, "reason", err)
+			stats.corruptIndex = true
 			rebuild[i] = true
 		} else if err != nil {
 			return err
@@ -114,14 +163,10 @@ func (l *Log) load(opts LogOptions) error {
 		}
 		l.segments = []*segment{s}
 		rebuild = []bool{false}
+		firstToRecover = 1
 		l.unflushedDir.Store(true)
 	}
 
-	var stats recoveryStats
-	firstToRecover := len(l.segments)
-	if !opts.CleanShutdown {
-		firstToRecover = floorSegment(l.segments, opts.RecoveryPoint)
-	}
 	recovered := make([]bool, len(l.segments))
 	for i := 0; i < len(l.segments); i++ {
 		s := l.segments[i]
@@ -136,17 +181,22 @@ func (l *Log) load(opts LogOptions) error {
 			if err := s.loadEnd(); err == nil {
 				break
 			}
-			l.logger.Warn("active segment unreadable despite clean shutdown; recovering", "segment", s.baseOffset)
+			l.corruption("active segment unreadable despite clean shutdown; recovering", "segment", s.baseOffset)
+			stats.unreadableActive = true
+			rebuild[i] = true
 		}
-		bad, err := l.recoverSegment(s, &stats)
+		rebuiltBefore := stats.indexesRebuilt
+		bad, err := l.recoverSegment(s, stats, rebuild[i])
 		if err != nil {
 			return err
 		}
 		recovered[i] = true
+		rebuild[i] = stats.indexesRebuilt > rebuiltBefore
 		if !bad && !last {
 			if why := l.checkBoundary(s, l.segments[i+1]); why != "" {
-				l.logger.Warn("dropping segments after a lost segment tail", "segment", s.baseOffset,
+				l.corruption("dropping segments after a lost segment tail", "segment", s.baseOffset,
 					"next_segment", l.segments[i+1].baseOffset, "reason", why)
+				stats.lostSegments = true
 				bad = true
 			}
 		}
@@ -176,32 +226,39 @@ func (l *Log) load(opts LogOptions) error {
 			}
 		}
 	}
-	if err := active.becomeActive(); err != nil {
-		return err
-	}
+	active.becomeActive()
 	// Recovered data came from the page cache, which a power loss may yet
-	// lose: make it durable before calling it recovered.
+	// lose: it stays above the recovery point, and the next flush syncs it
+	// (recovery itself syncs nothing it did not have to change). Only what
+	// recovery rebuilt (indexes found corrupt, segments of an interrupted
+	// cleaning, rare both) and the removal of dropped segments are made
+	// durable now: a flush would not reach them below the recovery point.
 	for i, s := range l.segments {
 		if recovered[i] {
 			s.dirtyLog.Store(true)
 			s.dirtyIndex.Store(s != active)
-			if err := s.flush(s == active); err != nil {
-				return err
+			if rebuild[i] {
+				if err := s.flush(s == active); err != nil {
+					return err
+				}
 			}
 		}
 	}
-	if stats.segmentsDropped > 0 || l.unflushedDir.Load() {
+	if stats.segmentsDropped > 0 {
 		if err := vfs.SyncDir(l.fs, l.dir); err != nil {
 			return err
 		}
-		l.unflushedDir.Store(false)
 	}
 
 	leo := active.nextOffset
 	logStart := max(opts.LogStartOffset, l.segments[0].baseOffset)
 	l.logEndOffset.Store(leo)
 	l.logStartOffset.Store(min(logStart, leo))
-	l.recoveryPoint.Store(leo)
+	recoveryPoint := leo
+	if !opts.CleanShutdown {
+		recoveryPoint = min(max(opts.RecoveryPoint, l.segments[0].baseOffset), leo)
+	}
+	l.recoveryPoint.Store(recoveryPoint)
 	if logStart > leo {
 		// Recovery truncated below the checkpointed log start.
 		if err := l.truncateFullyLocked(logStart); err != nil {
@@ -209,7 +266,10 @@ func (l *Log) load(opts LogOptions) error {
 		}
 		leo = logStart
 	}
-	if l.epochs.truncateFromEnd(leo) || l.epochs.truncateFromStart(l.logStartOffset.Load()) {
+	// An epoch that starts at the log end (a leader elected that wrote
+	// nothing yet) is kept: it still describes the log, and dropping it
+	// would cost a rewrite now and another when the leader is elected again.
+	if l.epochs.truncateFromEnd(leo+1) || l.epochs.truncateFromStart(l.logStartOffset.Load()) {
 		if err := vfs.WriteFileAtomic(l.fs, filepath.Join(l.dir, LeaderEpochCheckpointFile), l.epochs.encode()); err != nil {
 			return err
 		}
@@ -220,10 +280,15 @@ func (l *Log) load(opts LogOptions) error {
 
 	attrs := []any{"segments", len(l.segments), "log_start_offset", l.logStartOffset.Load(), "log_end_offset", leo,
 		"clean_shutdown", opts.CleanShutdown, "duration", time.Since(start).Round(time.Microsecond)}
-	if stats.bytesScanned > 0 || stats.bytesTruncated > 0 || stats.segmentsDropped > 0 {
+	if stats.bytesScanned > 0 || stats.bytesTruncated > 0 || stats.segmentsDropped > 0 || stats.indexesRebuilt > 0 {
 		attrs = append(attrs, "segments_scanned", stats.segmentsScanned, "bytes_scanned", stats.bytesScanned,
-			"bytes_truncated", stats.bytesTruncated, "segments_dropped", stats.segmentsDropped)
-		l.logger.Info("recovered log", attrs...)
+			"bytes_truncated", stats.bytesTruncated, "segments_dropped", stats.segmentsDropped,
+			"indexes_rebuilt", stats.indexesRebuilt)
+		level := slog.LevelInfo
+		if l.summarized {
+			level = slog.LevelDebug
+		}
+		l.logger.Log(context.Background(), level, "recovered log", attrs...)
 	} else {
 		l.logger.Debug("loaded log", attrs...)
 	}
@@ -293,41 +358,93 @@ func (s *segment) loadEnd() error {
 // recoveryWindow is how much of a segment recovery reads at a time.
 const recoveryWindow = 1 << 20
 
-// recoverSegment scans a segment from its start: every batch must parse,
-// pass its CRC and follow its predecessor's offsets. The indexes and the max
-// timestamp are rebuilt on the way, and the log is truncated at the first
-// batch that fails. bad reports such a truncation.
-func (l *Log) recoverSegment(s *segment, stats *recoveryStats) (bad bool, err error) {
+// recoverSegment checks a segment that was not flushed, or whose index
+// must be rebuilt (full): every batch it checks must parse, pass its CRC
+// and follow its predecessor's offsets, and the log is truncated at the
+// first that fails; bad reports such a truncation. The indexes and the max
+// timestamp are rebuilt on the way.
+//
+// Unless full, only what the index does not validly cover is read: the
+// index's valid entries (offsetIndex.validPrefix) are kept, and the scan
+// starts at the batch of the last one, which must be where the index says,
+// and ends at the end of the file. An index entry is written after its
+// batch, so what it covers reached the file before it did; a crash that
+// kept the entry kept the batches. An empty log reads nothing. An index
+// that disagrees with its log is rebuilt from the start of the segment.
+func (l *Log) recoverSegment(s *segment, stats *recoveryStats, full bool) (bad bool, err error) {
 	cfg := l.cfg.Load()
-	if err := s.offsetIdx.reset(); err != nil {
-		return false, err
-	}
-	if err := s.timeIdx.reset(); err != nil {
-		return false, err
-	}
-	if err := s.becomeActive(); err != nil {
-		return false, err
-	}
-	stats.indexesRebuilt++
-	stats.segmentsScanned++
-	s.maxTimestamp, s.offsetOfMaxTimestamp = -1, s.baseOffset
-	s.lastIndexEntryPos, s.nextOffset = 0, s.baseOffset
-	s.rollingBasedTimestamp, s.rollingLoaded = -1, true
-
 	size := s.size.Load()
-	r := batchReader{f: s.log, size: size, buf: make([]byte, min(recoveryWindow, size))}
-	pos := int64(0)
+	s.becomeActive() // takes the entries of what it scans
+	// Whatever recovery keeps of the indexes came from the page cache: the
+	// next flush of the segment syncs them.
+	s.offsetIdx.mu.Lock()
+	s.offsetIdx.dirty = true
+	s.offsetIdx.mu.Unlock()
+	s.timeIdx.mu.Lock()
+	s.timeIdx.dirty = true
+	s.timeIdx.mu.Unlock()
+	pos, expectLast := int64(0), int64(-1)
+	if !full {
+		var garbled error
+		pos, expectLast, garbled = s.resumePoint(size)
+		if garbled != nil {
+			l.corruption("rebuilding index", "segment", s.baseOffset, "reason", garbled)
+			stats.corruptIndex = true
+			full = true
+		}
+	}
+	if full || pos == 0 {
+		if err := s.offsetIdx.reset(); err != nil {
+			return false, err
+		}
+		if err := s.timeIdx.reset(); err != nil {
+			return false, err
+		}
+		s.maxTimestamp, s.offsetOfMaxTimestamp = -1, s.baseOffset
+		s.lastIndexEntryPos = 0
+		s.rollingBasedTimestamp, s.rollingLoaded = -1, true
+		pos, expectLast = 0, -1
+		if full {
+			stats.indexesRebuilt++
+		}
+	}
+	s.nextOffset = s.baseOffset
+	if size == pos {
+		return false, nil
+	}
+	stats.segmentsScanned++
+
+	resumed := pos
+	r := batchReader{f: s.log, size: size, buf: make([]byte, min(recoveryWindow, size-pos))}
 	prevLast := s.baseOffset - 1
 	var why error
 	for pos < size {
 		h, err := r.validate(pos)
-		if err == nil && (h.BaseOffset <= prevLast || !s.canHold(h.LastOffset())) {
+		switch {
+		case err != nil:
+		case pos == resumed && expectLast >= 0:
+			if h.LastOffset() != expectLast || h.BaseOffset < s.baseOffset {
+				err = fmt.Errorf("%w: offset index of segment %d points at a batch of offsets %d..%d at %d, not one ending at %d",
+					errCorruptIndex, s.baseOffset, h.BaseOffset, h.LastOffset(), pos, expectLast)
+			}
+		case h.BaseOffset <= prevLast || !s.canHold(h.LastOffset()):
 			err = fmt.Errorf("batch offsets %d..%d do not follow %d in segment %d", h.BaseOffset, h.LastOffset(), prevLast, s.baseOffset)
 		}
 		if err != nil {
 			var re *readError
 			if errors.As(err, &re) {
 				return false, err // the disk failed us; this is not corruption
+			}
+			if pos == resumed && expectLast >= 0 {
+				// The batch the index ends at is not there: the index
+				// cannot be trusted (torn writes of a power loss, or
+				// damage). Check the whole segment.
+				stats.bytesScanned += pos - resumed
+				if errors.Is(err, errCorruptIndex) {
+					l.corruption("rebuilding index", "segment", s.baseOffset, "reason", err)
+					stats.corruptIndex = true
+				}
+				return l.recoverSegment(s, stats, true)
 			}
 			why = err
 			break
@@ -336,18 +453,58 @@ func (l *Log) recoverSegment(s *segment, stats *recoveryStats) (bad bool, err er
 		prevLast = h.LastOffset()
 		pos += int64(h.Size())
 	}
-	stats.bytesScanned += pos
+	stats.bytesScanned += pos - resumed
 	if pos < size {
-		l.logger.Warn("truncating corrupt or torn segment tail", "segment", s.baseOffset,
+		l.corruption("truncating corrupt or torn segment tail", "segment", s.baseOffset,
 			"valid_bytes", pos, "truncated_bytes", size-pos, "reason", why)
 		if err := s.log.Truncate(pos); err != nil {
 			return false, err
 		}
 		s.size.Store(pos)
 		stats.bytesTruncated += size - pos
+		stats.tornTail = true
 		return true, nil
 	}
 	return false, nil
+}
+
+// resumePoint keeps what a segment's indexes validly cover and returns
+// where recovery resumes: the position of the last offset-index entry kept
+// and the last offset of its batch, with the max timestamp of the batches
+// before it restored from the time index; (0, -1) to scan the whole
+// segment. garbled says the index disagrees with its log.
+func (s *segment) resumePoint(size int64) (pos, lastOffset int64, garbled error) {
+	if s.offsetIdx.validPrefix(size) {
+		return 0, -1, fmt.Errorf("%w: offset index of segment %d: entries out of order", errCorruptIndex, s.baseOffset)
+	}
+	lastOffset, pos = s.offsetIdx.lastEntry()
+	ts, tsOffset := s.timeIdx.validPrefix(lastOffset)
+	if pos == 0 {
+		return 0, -1, nil
+	}
+	if ts >= 0 {
+		// The last time entry is the max timestamp of a batch that ends at
+		// its offset: check that against the log. All zeros, it can be a
+		// real first entry (timestamp 0 at the base offset) or the unused
+		// tail of a preallocated file; if the log says the latter, scan.
+		sc := scannerPool.Get().(*headerScanner)
+		defer scannerPool.Put(sc)
+		sc.n = 0
+		_, h, found, err := s.find(sc, tsOffset, size)
+		if err != nil || !found || h.LastOffset() != tsOffset || h.MaxTimestamp != ts {
+			if ts == 0 && tsOffset == s.baseOffset {
+				return 0, -1, nil
+			}
+			return 0, -1, fmt.Errorf("%w: time index of segment %d: entry (%d, %d) does not match the log",
+				errCorruptIndex, s.baseOffset, ts, tsOffset)
+		}
+	}
+	s.statMu.Lock()
+	s.maxTimestamp, s.offsetOfMaxTimestamp = ts, tsOffset
+	s.statMu.Unlock()
+	s.lastIndexEntryPos = pos
+	s.rollingBasedTimestamp, s.rollingLoaded = -1, false
+	return pos, lastOffset, nil
 }
 
 // readError is an I/O error (not corruption) met while reading a segment.

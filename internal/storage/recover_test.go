@@ -148,10 +148,10 @@ func TestBadIndexesAreRebuilt(t *testing.T) {
 		checkEveryOffset(t, l, stored)
 		l.Close()
 		if got := readFile(t, idx); !bytes.Equal(got, goodIdx) {
-			t.Fatalf("%s: rebuilt index differs", name)
+			t.Fatalf("%s: rebuilt index differs: %d bytes, want %d: %x vs %x", name, len(got), len(goodIdx), got[:min(32, len(got))], goodIdx[:32])
 		}
 		if got := readFile(t, tidx); !bytes.Equal(got, goodT) {
-			t.Fatalf("%s: rebuilt time index differs", name)
+			t.Fatalf("%s: rebuilt time index differs: %d bytes, want %d: %x vs %x", name, len(got), len(goodT), got[:min(36, len(got))], goodT[:36])
 		}
 	}
 }

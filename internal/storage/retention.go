@@ -283,9 +283,7 @@ func (l *Log) TruncateTo(offset int64) error {
 	}
 	removed := segs[i+1:]
 	if len(removed) > 0 {
-		if err := s.becomeActive(); err != nil {
-			return l.fail("truncating", err)
-		}
+		s.becomeActive()
 	}
 	if err := s.log.Sync(); err != nil {
 		return l.fail("syncing truncated segment", err)

@@ -99,13 +99,19 @@ func createSegment(fs vfs.FS, dir string, baseOffset int64, cfg *Config, now tim
 		return nil, err
 	}
 	s.timeIdx = &timeIndex{indexFile: ti, baseOffset: baseOffset}
+	s.becomeActive()
 	return s, nil
 }
 
-// openSegment opens an existing segment's log and indexes. A missing or
-// malformed index is created empty and reported with errCorruptIndex, so the
-// caller rebuilds it.
-func openSegment(fs vfs.FS, dir string, baseOffset int64, cfg *Config, now time.Time) (*segment, error) {
+// openSegment opens an existing segment's log and indexes. A trusted
+// segment (flushed: before the recovery point, or every segment after a
+// clean shutdown) has the ends of its indexes checked (see
+// offsetIndex.check) and its max timestamp read from its time index; the
+// others are recovered, which checks their indexes entry by entry. A
+// missing or malformed index of a non-empty log is created empty and
+// reported with errCorruptIndex, so the caller rebuilds it; the missing
+// index of an empty log is only created.
+func openSegment(fs vfs.FS, dir string, baseOffset int64, cfg *Config, now time.Time, trusted bool) (*segment, error) {
 	s := &segment{baseOffset: baseOffset, created: now, maxTimestamp: -1, offsetOfMaxTimestamp: baseOffset,
 		nextOffset: baseOffset, rollingBasedTimestamp: -1}
 	p := s.paths(dir)
@@ -118,18 +124,25 @@ func openSegment(fs vfs.FS, dir string, baseOffset int64, cfg *Config, now time.
 		s.log.Close()
 		return nil, err
 	}
-	s.size.Store(st.Size())
+	size := st.Size()
+	s.size.Store(size)
 	var corrupt error
 	open := func(path string, entrySize int) (*indexFile, error) {
+		if size == 0 {
+			// An empty log has no index entries: whatever the file holds
+			// (nothing, or the zeros of an old preallocation) is not
+			// read, and it is zeroed before its first entry (growLocked).
+			return &indexFile{fs: fs, path: path, entrySize: entrySize, maxBytes: roundDown(cfg.SegmentIndexBytes, entrySize),
+				fileSize: -1}, nil
+		}
 		if !vfs.Exists(fs, path) {
 			corrupt = fmt.Errorf("%w: %s is missing", errCorruptIndex, path)
-			return createIndexFile(fs, path, entrySize, cfg.SegmentIndexBytes, false)
+			return createIndexFile(fs, path, entrySize, cfg.SegmentIndexBytes, true)
 		}
 		ix, err := openIndexFile(fs, path, entrySize, cfg.SegmentIndexBytes)
 		if errors.Is(err, errCorruptIndex) {
 			corrupt = err
-			ix.f.Close()
-			return createIndexFile(fs, path, entrySize, cfg.SegmentIndexBytes, false)
+			return createIndexFile(fs, path, entrySize, cfg.SegmentIndexBytes, true)
 		}
 		return ix, err
 	}
@@ -146,18 +159,18 @@ func openSegment(fs vfs.FS, dir string, baseOffset int64, cfg *Config, now time.
 		return nil, err
 	}
 	s.timeIdx = &timeIndex{indexFile: ti, baseOffset: baseOffset}
-	if corrupt == nil {
-		corrupt = s.offsetIdx.sanityCheck(st.Size())
-	}
-	if corrupt == nil {
-		corrupt = s.timeIdx.sanityCheck()
-	}
-	if corrupt == nil {
-		// The time index's last entry is the segment's max timestamp: the
-		// segment wrote it when it rolled or closed.
-		ts, off := s.timeIdx.lastEntry()
-		s.maxTimestamp, s.offsetOfMaxTimestamp = ts, off
-		_, s.lastIndexEntryPos = s.offsetIdx.lastEntry()
+	if corrupt == nil && trusted {
+		corrupt = s.offsetIdx.check(size)
+		if corrupt == nil {
+			corrupt = s.timeIdx.check()
+		}
+		if corrupt == nil {
+			// The time index's last entry is the segment's max timestamp:
+			// the segment wrote it when it rolled or closed.
+			ts, off := s.timeIdx.lastEntry()
+			s.maxTimestamp, s.offsetOfMaxTimestamp = ts, off
+			_, s.lastIndexEntryPos = s.offsetIdx.lastEntry()
+		}
 	}
 	return s, corrupt
 }
@@ -248,24 +261,22 @@ func (s *segment) becomeInactive() error {
 	return nil
 }
 
-// becomeActive preallocates the indexes again: truncation made this segment
-// the last.
-func (s *segment) becomeActive() error {
+// becomeActive makes the indexes take appends again (a new segment, or
+// truncation made this one the last); they are preallocated with their
+// first entry.
+func (s *segment) becomeActive() {
 	for _, ix := range []*indexFile{s.offsetIdx.indexFile, s.timeIdx.indexFile} {
 		ix.mu.Lock()
-		err := ix.activate()
+		ix.activate()
 		ix.mu.Unlock()
-		if err != nil {
-			return err
-		}
 	}
-	return nil
 }
 
 // flush syncs the log and, unless the segment is active, its indexes. The
-// active segment's indexes need no sync: recovery after a crash always
-// rebuilds the segment holding the recovery point, and the active segment
-// holds every recovery point it could have.
+// active segment's indexes need no sync: recovery after a crash checks the
+// segment holding the recovery point entry by entry against its log (and
+// keeps only what agrees), and the active segment holds every recovery
+// point it could have.
 func (s *segment) flush(active bool) error {
 	if s.dirtyLog.Swap(false) {
 		if err := s.log.Sync(); err != nil {
@@ -347,4 +358,17 @@ func (s *segment) find(sc *headerScanner, offset, end int64) (pos int64, h recor
 		pos += int64(h.Size())
 	}
 	return 0, h, false, nil
+}
+
+// openFiles returns how many descriptors the segment holds.
+func (s *segment) openFiles() int {
+	n := 1
+	for _, ix := range []*indexFile{s.offsetIdx.indexFile, s.timeIdx.indexFile} {
+		ix.mu.RLock()
+		if ix.f != nil {
+			n++
+		}
+		ix.mu.RUnlock()
+	}
+	return n
 }

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -25,6 +26,17 @@ func (l *Log) WriteSnapshot(offset int64, data []byte) error {
 	}
 	if leo := l.logEndOffset.Load(); offset < 0 || offset > leo {
 		return fmt.Errorf("storage: snapshot at %d outside [0, %d] of %s", offset, leo, l)
+	}
+	l.mu.RLock()
+	_, exists := slices.BinarySearch(l.snapshots, offset)
+	l.mu.RUnlock()
+	if exists {
+		// A broker that restarts without appends (or a partition that
+		// has none) takes the same snapshot again: reading it back costs
+		// far less than writing and syncing it.
+		if old, err := vfs.ReadFile(l.fs, l.snapshotPath(l.Dir(), offset)); err == nil && bytes.Equal(old, data) {
+			return nil
+		}
 	}
 	if err := vfs.WriteFileAtomic(l.fs, l.snapshotPath(l.Dir(), offset), data); err != nil {
 		return fmt.Errorf("storage: writing snapshot %d of %s: %w", offset, l, err)
