@@ -144,6 +144,7 @@ func New(opts Options) (*Broker, error) {
 		Default:                 b.storageConfig(cfg.TopicDefaults()),
 		RetentionCheckInterval:  time.Duration(cfg.Int("log.retention.check.interval.ms")) * time.Millisecond,
 		CheckpointInterval:      time.Duration(cfg.Int("log.flush.offset.checkpoint.interval.ms")) * time.Millisecond,
+		RecoveryThreads:         int(cfg.Int("num.recovery.threads.per.data.dir")),
 		DisableCleaner:          !cfg.Bool("log.cleaner.enable"),
 		CleanerBackoff:          time.Duration(cfg.Int("log.cleaner.backoff.ms")) * time.Millisecond,
 		CleanerThreads:          int(cfg.Int("log.cleaner.threads")),

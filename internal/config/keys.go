@@ -118,6 +118,8 @@ var ServerKeys = []Key{
 		Doc: "Force an fsync after this many messages. 1 makes every acknowledged append durable on disk (Strata group-commits concurrent appends into one fsync)."},
 	{Name: "log.flush.interval.ms", Type: TypeLong, Default: "", Topic: "flush.ms", Dynamic: true,
 		Doc: "Force an fsync when unflushed data is this old; never when unset."},
+	{Name: "num.recovery.threads.per.data.dir", Type: TypeInt, Default: "1", Min: 1, Max: maxInt32,
+		Doc: "How many partition logs are opened (and recovered after a crash) at once at start-up, and closed at once at shutdown; at most the number of cores is used."},
 	{Name: "log.flush.offset.checkpoint.interval.ms", Type: TypeInt, Default: "60000", Min: 0, Max: maxInt32,
 		Doc: "How often the recovery-point checkpoint is written."},
 	{Name: "log.message.timestamp.type", Type: TypeString, Default: "CreateTime", OneOf: []string{"CreateTime", "LogAppendTime"}, Topic: "message.timestamp.type", Dynamic: true,
@@ -235,7 +237,6 @@ var TopicKeys = []Key{
 var IgnoredServerKeys = map[string]string{
 	"num.network.threads":                      "Go schedules connections itself",
 	"num.io.threads":                           "Go schedules requests itself",
-	"num.recovery.threads.per.data.dir":        "recovery runs one goroutine per partition",
 	"num.replica.fetchers":                     "one fetcher per source broker",
 	"socket.send.buffer.bytes":                 "the kernel's autotuning is used",
 	"socket.receive.buffer.bytes":              "the kernel's autotuning is used",
