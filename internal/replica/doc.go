@@ -11,6 +11,22 @@
 // (flush.messages=1), the flushed offset, so a consumer never reads what a
 // crash could lose.
 //
+// # Replication
+//
+// Kafka's ISR protocol over the Kafka protocol. The leader's view of its
+// followers (their log end offsets and last caught-up times, the ISR, the
+// high watermark, the acks=all produces waiting) is plain data, tracker
+// (tracker.go): events in, effects out, no I/O, tested with the scripts in
+// testdata/tracker. Partition is its edge: it feeds it the leader's appends,
+// its followers' fetches (Read with a FollowerRead) and Tick, and carries
+// out the effects; ISR changes go to the controller through
+// Options.AlterPartition (AlterPartition, API 56).
+//
+// A follower (follower.go) is fed by a Fetcher (fetcher.go), one goroutine
+// per source broker: it appends the leader's batches as stored, takes the
+// leader's high watermark, and truncates where its log diverged from the
+// leader's (Fetch's DivergingEpoch), never to its own high watermark.
+//
 // # What a caller may do
 //
 // Every method of Partition is safe for concurrent use. Reads (Read,
@@ -23,9 +39,10 @@
 //
 // # Locks
 //
-// Lock order: Partition.appendMu, then Partition.mu. appendMu serializes
-// appends, so that offsets and the producers' state advance together; mu
-// guards the leadership and the watchers. Neither is held while waiting for
+// Lock order: Fetcher.mu, then Partition.appendMu, then Partition.mu.
+// appendMu serializes appends and truncations, so that offsets and the
+// producers' state advance together; mu guards the tracker, the watchers
+// and the waiting produces. Fetcher.mu guards a fetcher's partitions. Neither is held while waiting for
 // an fsync or for the high watermark, and no function that takes one calls
 // out of the package while holding it.
 package replica
