@@ -20,7 +20,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -30,7 +29,9 @@ import (
 // broker's CPU time per million records from /proc/<pid>/stat. With
 // --kfake the same run is repeated against franz-go's kfake in a separate
 // `strata bench kfake-server` process, whose CPU is read the same way, so
-// the two are compared in one run.
+// the two are compared in one run. kfake is linked only into a binary built
+// with -tags kfake (bench_kfake.go): the release binary does not carry a
+// fake broker.
 
 type benchFlags struct {
 	records     int
@@ -60,7 +61,7 @@ and, with --broker-pid, the broker's CPU seconds (user+system, from
 /proc/PID/stat) per million records and per GB. --kfake repeats the run
 against franz-go's in-memory fake broker, started as a separate
 'strata bench kfake-server' process so its CPU is measured the same way,
-and prints both.`,
+and prints both; it needs a strata built with -tags kfake.`,
 	}
 	o := addClientFlags(cmd)
 	var bf benchFlags
@@ -78,8 +79,10 @@ and prints both.`,
 		benchModeCommand(o, &bf, "produce", "Produce --records records as fast as the cluster takes them", 10*time.Millisecond),
 		benchModeCommand(o, &bf, "consume", "Write --records records, then time reading them back", 10*time.Millisecond),
 		benchE2ECommand(o, &bf),
-		benchKfakeServerCommand(),
 	)
+	if kfakeServer := benchKfakeServerCommand(); kfakeServer != nil {
+		cmd.AddCommand(kfakeServer)
+	}
 	return cmd
 }
 
@@ -161,6 +164,8 @@ func runBench(cmd *cobra.Command, o *clientOptions, bf *benchFlags, mode string)
 		return fmt.Errorf("--records must not be negative, not %d", bf.records)
 	case bf.records == 0 && mode != "e2e":
 		return errors.New("--records must be at least 1")
+	case bf.kfake && benchKfakeServerCommand() == nil:
+		return errors.New("--kfake needs a strata built with the kfake baseline, which the release binary leaves out: go build -tags kfake -o strata ./cmd/strata")
 	}
 	if _, _, err := parseAcks(bf.acks); err != nil {
 		return err
@@ -222,35 +227,6 @@ func benchKfake(ctx context.Context, o *clientOptions, bf *benchFlags, mode stri
 	ko.brokers = addr
 	res, err := benchTarget(ctx, &ko, bf, mode, "kfake", child.Process.Pid)
 	return res, err
-}
-
-func benchKfakeServerCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:    "kfake-server",
-		Short:  "Run franz-go's kfake with one broker; prints its address, exits when stdin closes",
-		Hidden: true,
-		Args:   cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := kfake.NewCluster(kfake.NumBrokers(1))
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			fmt.Fprintln(cmd.OutOrStdout(), c.ListenAddrs()[0])
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
-			defer stop()
-			done := make(chan struct{})
-			go func() {
-				_, _ = io.Copy(io.Discard, cmd.InOrStdin())
-				close(done)
-			}()
-			select {
-			case <-done:
-			case <-ctx.Done():
-			}
-			return nil
-		},
-	}
 }
 
 // cpuSeconds reads a process's user+system CPU time from /proc/PID/stat.
