@@ -86,7 +86,10 @@ func TestDecoderMemoryWithinReservation(t *testing.T) {
 		runtime.ReadMemStats(&after)
 		alloc := int64(after.TotalAlloc - before.TotalAlloc)
 		t.Logf("%s: allocated %d, reserved %d", c.name, alloc, reserved)
-		if alloc > reserved {
+		// TotalAlloc counts the whole process: allow the test's own
+		// noise.
+		const noise = 16 << 10
+		if alloc > reserved+noise {
 			t.Errorf("%s: allocated %d bytes, more than the %d reserved", c.name, alloc, reserved)
 		}
 	}

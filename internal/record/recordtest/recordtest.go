@@ -6,6 +6,7 @@ package recordtest
 import (
 	"bytes"
 	"encoding/binary"
+	"math"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/s2"
@@ -196,7 +197,7 @@ func Bomb(codec int, size int64, sizeHint bool) []byte {
 }
 
 func gzipBomb(prefix []byte, size int64) []byte {
-	const member = 16 << 20
+	const member = 4 << 20 // about 4 KiB compressed
 	var out bytes.Buffer
 	w, _ := gzip.NewWriterLevel(&out, gzip.BestCompression)
 	w.Write(prefix)
@@ -338,4 +339,83 @@ func Endless(codec int, section []byte, extra int64) []byte {
 		return b
 	}
 	panic("recordtest: no endless stream for codec")
+}
+
+// Case is a malformed producer batch: what it holds, and how
+// record.ValidateProduced refuses it.
+type Case struct {
+	Name    string
+	Section []byte // the records, uncompressed
+	Header  Header
+	// Compacted says the topic is compacted (keys required).
+	Compacted bool
+	// MaxMessageBytes, when set, is the limit the batch exceeds.
+	MaxMessageBytes int
+	// Index is the record a *record.RecordError names; -1 when the
+	// error is the batch's.
+	Index int32
+	Err   error // what the error wraps
+}
+
+// raw builds a record whose body (after the length) is given part by
+// part: ints as varints, bytes as they are.
+func raw(parts ...any) []byte {
+	var body []byte
+	for _, p := range parts {
+		switch v := p.(type) {
+		case int:
+			body = Varint(body, int64(v))
+		case []byte:
+			body = append(body, v...)
+		case byte:
+			body = append(body, v)
+		}
+	}
+	return Fields{Raw: body}.Encode(nil)
+}
+
+// Malformed returns every kind of malformed batch a producer (buggy or
+// hostile) may send, at timestamp ts0.
+func Malformed() []Case {
+	const ts0 = 1_700_000_000_000
+	one := Records(1, []byte("v"))
+	overflow64 := append(bytes.Repeat([]byte{0xff}, 9), 0x02) // 10 bytes, 65 bits
+	tooLong := append(bytes.Repeat([]byte{0xff}, 10), 0x01)   // 11 bytes
+	overflow32 := []byte{0xff, 0xff, 0xff, 0xff, 0x1f}        // 35 bits
+	rec := func(name string, section []byte, n int32, index int32) Case {
+		return Case{Name: name, Section: section, Header: N(n, ts0), Index: index, Err: record.ErrRecord}
+	}
+	return []Case{
+		{Name: "count zero", Header: Header{NumRecords: 0, LastOffsetDelta: 0, Timestamp: ts0}, Index: -1, Err: record.ErrRecordCount},
+		{Name: "count zero, delta -1", Header: Header{NumRecords: 0, LastOffsetDelta: -1, Timestamp: ts0}, Index: -1, Err: record.ErrRecordCount},
+		{Name: "count disagrees with delta", Section: one, Header: Header{NumRecords: 1, LastOffsetDelta: 3, Timestamp: ts0}, Index: -1, Err: record.ErrRecordCount},
+		rec("claims 2^31-1 records, holds one", one, math.MaxInt32, 1),
+		rec("claims 1000 records, holds one", one, 1000, 1),
+		rec("garbage records", bytes.Repeat([]byte{0x5a, 0xa5, 0x33}, 40), 3, 0),
+		rec("negative record length", Fields{Length: -5, Value: []byte("v")}.Encode(nil), 1, 0),
+		rec("zero record length", append(Varint(nil, 0), one...), 1, 0),
+		rec("record length past the records", Fields{Length: 200, Value: []byte("v")}.Encode(nil), 1, 0),
+		rec("record length beyond its fields", append(Fields{Length: 12, Value: []byte("v")}.Encode(nil), 0, 0, 0, 0, 0, 0), 1, 0),
+		rec("negative key length", raw(byte(0), 0, 0, -2, 1, []byte("v"), 0), 1, 0),
+		rec("negative value length", raw(byte(0), 0, 0, -1, -3, 0), 1, 0),
+		rec("key past the record", raw(byte(0), 0, 0, 90, []byte("k"), -1, 0), 1, 0),
+		rec("negative header key length", raw(byte(0), 0, 0, -1, -1, 1, -1, -1), 1, 0),
+		rec("header value length -2", raw(byte(0), 0, 0, -1, -1, 1, 1, []byte("h"), -2), 1, 0),
+		rec("header count larger than the bytes left", raw(byte(0), 0, 0, -1, -1, 1000, 0, -1), 1, 0),
+		rec("negative header count", raw(byte(0), 0, 0, -1, -1, -1), 1, 0),
+		rec("timestamp varint overflows 64 bits", raw(byte(0), overflow64, 0, -1, -1, 0), 1, 0),
+		rec("timestamp varint of 11 bytes", raw(byte(0), tooLong, 0, -1, -1, 0), 1, 0),
+		rec("offset delta varint overflows 32 bits", raw(byte(0), 0, overflow32, -1, -1, 0), 1, 0),
+		rec("length varint overflows 32 bits", append(bytes.Clone(overflow32), one[1:]...), 1, 0),
+		rec("offset deltas out of order", Fields{OffsetDelta: 1, Value: []byte("b")}.Encode(Fields{Value: []byte("a")}.Encode(Fields{OffsetDelta: 0}.Encode(nil))), 3, 1),
+		rec("offset deltas from 1", Fields{OffsetDelta: 2}.Encode(Fields{OffsetDelta: 1}.Encode(nil)), 2, 0),
+		{Name: "max timestamp below the records'", Section: Fields{TimestampDelta: 5}.Encode(nil), Header: N(1, ts0), Index: -1, Err: record.ErrTimestamp},
+		{Name: "max timestamp above the records'", Section: Fields{TimestampDelta: -5}.Encode(nil), Header: N(1, ts0), Index: -1, Err: record.ErrTimestamp},
+		rec("timestamp delta overflows", Fields{TimestampDelta: math.MaxInt64}.Encode(nil), 1, 0),
+		{Name: "bytes after the last record", Section: append(bytes.Clone(one), 0), Header: N(1, ts0), Index: -1, Err: record.ErrRecord},
+		{Name: "a record after the last", Section: Records(2, []byte("v")), Header: N(1, ts0), Index: -1, Err: record.ErrRecord},
+		{Name: "null key on a compacted topic", Section: Fields{OffsetDelta: 1}.Encode(Fields{Key: []byte{}}.Encode(nil)), Header: N(2, ts0), Compacted: true, Index: 1, Err: record.ErrNullKey},
+		{Name: "control batch", Section: one, Header: Header{NumRecords: 1, Timestamp: ts0, Attributes: record.AttrControl}, Index: -1, Err: record.ErrControl},
+		{Name: "larger than max.message.bytes", Section: Records(10, bytes.Repeat([]byte("x"), 100)), Header: N(10, ts0), MaxMessageBytes: 500, Index: -1, Err: record.ErrTooLarge},
+	}
 }

@@ -1,0 +1,294 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-io/strata/internal/record"
+	rt "github.com/strata-io/strata/internal/record/recordtest"
+)
+
+// produceAt sends one partition's records to partition 0 of topic at the
+// given Produce version, acks=all, and returns the partition's response.
+func produceAt(t *testing.T, addr, topic string, version int16, records []byte) kmsg.ProduceResponseTopicPartition {
+	t.Helper()
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis = version, -1, 10_000
+	rtp := kmsg.NewProduceRequestTopic()
+	rtp.Topic = topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = records
+	rtp.Partitions = append(rtp.Partitions, rp)
+	req.Topics = append(req.Topics, rtp)
+	return rawRequest(t, addr, req).(*kmsg.ProduceResponse).Topics[0].Partitions[0]
+}
+
+// validLog produces well-formed batches to a topic and remembers their
+// values, so that a consumer can be checked to read all of them, in order.
+type validLog struct {
+	t      *testing.T
+	addr   string
+	topic  string
+	values []string
+}
+
+// produce appends a valid batch of three keyed records named after what.
+func (v *validLog) produce(what string) {
+	v.t.Helper()
+	var recs []record.Rec
+	now := time.Now().UnixMilli()
+	for i := range 3 {
+		val := fmt.Sprintf("%s/%d", what, i)
+		recs = append(recs, record.Rec{Key: []byte(val), Value: []byte(val), Timestamp: now})
+		v.values = append(v.values, val)
+	}
+	if resp := produceAt(v.t, v.addr, v.topic, 9, record.Build(nil, recs)); resp.ErrorCode != 0 || resp.BaseOffset != int64(len(v.values)-3) {
+		v.t.Fatalf("valid batch after %s: error %d at offset %d", what, resp.ErrorCode, resp.BaseOffset)
+	}
+}
+
+// end returns the partition's log end offset, as a client sees it.
+func (v *validLog) end() int64 {
+	v.t.Helper()
+	ends, err := newAdmin(v.t, v.addr).ListEndOffsets(testContext(v.t), v.topic)
+	if err != nil {
+		v.t.Fatal(err)
+	}
+	o, _ := ends.Lookup(v.topic, 0)
+	return o.Offset
+}
+
+// consumeAll reads the topic from the start with franz-go and checks it
+// holds exactly the valid records, in order, with no error.
+func (v *validLog) consumeAll() {
+	v.t.Helper()
+	got := consumeN(v.t, v.addr, len(v.values), v.topic)
+	for i, r := range got {
+		if string(r.Value) != v.values[i] || r.Offset != int64(i) {
+			v.t.Fatalf("record %d: %q at offset %d, want %q", i, r.Value, r.Offset, v.values[i])
+		}
+	}
+}
+
+// consumeKcat reads the topic with librdkafka (kcat), when installed, and
+// checks it holds exactly the valid records.
+func (v *validLog) consumeKcat() {
+	v.t.Helper()
+	if _, err := exec.LookPath("kcat"); err != nil {
+		v.t.Log("kcat not installed: librdkafka not checked")
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "kcat", "-b", v.addr, "-C", "-t", v.topic, "-o", "beginning", "-e", "-q", "-f", "%s\n").Output()
+	if err != nil {
+		v.t.Fatalf("kcat: %v: %s", err, out)
+	}
+	if got := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n"); !slices.Equal(got, v.values) {
+		v.t.Fatalf("kcat read %d records, want %d: %.300q", len(got), len(v.values), got)
+	}
+}
+
+// refusal is what a broker must answer to a malformed batch.
+type refusal struct {
+	code  *kerr.Error
+	index int32 // the record ErrorRecords names, -1 for none
+}
+
+// expect is the answer to c at the given version: a record named answers
+// INVALID_RECORD naming it from v8 (KIP-467), CORRUPT_MESSAGE before; a
+// record without a key INVALID_RECORD at every version; a batch too large
+// MESSAGE_TOO_LARGE; anything else about the batch CORRUPT_MESSAGE.
+func expect(c rt.Case, version int16) refusal {
+	switch {
+	case c.Err == record.ErrTooLarge:
+		return refusal{kerr.MessageTooLarge, -1}
+	case c.Err == record.ErrNullKey && version >= 8:
+		return refusal{kerr.InvalidRecord, c.Index}
+	case c.Err == record.ErrNullKey:
+		return refusal{kerr.InvalidRecord, -1}
+	case c.Index >= 0 && version >= 8:
+		return refusal{kerr.InvalidRecord, c.Index}
+	}
+	return refusal{kerr.CorruptMessage, -1}
+}
+
+func checkRefused(t *testing.T, resp kmsg.ProduceResponseTopicPartition, want refusal, version int16) {
+	t.Helper()
+	if resp.ErrorCode != want.code.Code {
+		t.Fatalf("v%d: error %d (%v), want %s", version, resp.ErrorCode, ptrString(resp.ErrorMessage), want.code.Message)
+	}
+	switch {
+	case want.index < 0 && len(resp.ErrorRecords) != 0:
+		t.Fatalf("v%d: ErrorRecords %+v, want none", version, resp.ErrorRecords)
+	case want.index >= 0 && (len(resp.ErrorRecords) != 1 || resp.ErrorRecords[0].RelativeOffset != want.index):
+		t.Fatalf("v%d: ErrorRecords %+v, want record %d", version, resp.ErrorRecords, want.index)
+	case version >= 8 && resp.ErrorMessage == nil:
+		t.Fatalf("v%d: no error message", version)
+	}
+}
+
+func ptrString(s *string) string {
+	if s == nil {
+		return "<nil>"
+	}
+	return *s
+}
+
+// TestProduceRefusesMalformedRecords sends every malformed batch of
+// recordtest.Malformed, uncompressed and zstd-compressed, at Produce v9
+// and v7, between valid batches: each is refused as Kafka refuses it,
+// nothing of it is written (the log end offset does not move), and
+// franz-go (after every case) and librdkafka (at the end) read every valid
+// record, before and after, and nothing else.
+func TestProduceRefusesMalformedRecords(t *testing.T) {
+	b := startBroker(t, map[string]string{"message.max.bytes": "1048588"})
+	adm := newAdmin(t, b.Addr())
+	createTopic(t, adm, "plain", 1, nil)
+	createTopic(t, adm, "compacted", 1, map[string]*string{"cleanup.policy": ptr("compact")})
+	logs := map[bool]*validLog{
+		false: {t: t, addr: b.Addr(), topic: "plain"},
+		true:  {t: t, addr: b.Addr(), topic: "compacted"},
+	}
+	for _, l := range logs {
+		l.produce("first")
+	}
+	for _, codec := range []struct {
+		name  string
+		codec int
+	}{{"none", record.CodecNone}, {"zstd", record.CodecZstd}} {
+		for _, c := range rt.Malformed() {
+			name := codec.name + "/" + c.Name
+			l := logs[c.Compacted]
+			if c.MaxMessageBytes > 0 {
+				c.Section = rt.Records(1200, bytes.Repeat([]byte("x"), 1000)) // over the broker's limit
+				c.Header = rt.N(1200, c.Header.Timestamp)
+			}
+			batch := rt.Batch(codec.codec, c.Section, c.Header)
+			if c.MaxMessageBytes > 0 && codec.codec != record.CodecNone {
+				continue // compressed below the limit
+			}
+			before := l.end()
+			for _, version := range []int16{9, 7} {
+				resp := produceAt(t, b.Addr(), l.topic, version, bytes.Clone(batch))
+				t.Run(name, func(t *testing.T) { checkRefused(t, resp, expect(c, version), version) })
+			}
+			if end := l.end(); end != before {
+				t.Fatalf("%s: log end offset %d after the refusal, %d before", name, end, before)
+			}
+			l.produce(name)
+			l.consumeAll()
+		}
+	}
+	for _, l := range logs {
+		l.consumeKcat()
+	}
+}
+
+// TestProduceRefusesBombs sends each codec's decompression bomb (with and
+// without the format's size hint, claiming one record and 16, so limits of
+// 1 and 16 MiB; the 64 MiB floor is the record package's test) and
+// each codec's stream that goes on past what its size hint and the header
+// claim: every one is refused as CORRUPT_MESSAGE after a bounded amount of
+// decompression, nothing is written, and consumers read every valid
+// record around them.
+func TestProduceRefusesBombs(t *testing.T) {
+	b := startBroker(t, nil)
+	createTopic(t, newAdmin(t, b.Addr()), "bombed", 1, nil)
+	l := &validLog{t: t, addr: b.Addr(), topic: "bombed"}
+	l.produce("first")
+	type attack struct {
+		name  string
+		batch []byte
+	}
+	var attacks []attack
+	for _, n := range []int32{1, 16} {
+		for _, bomb := range []struct {
+			name  string
+			codec int
+			size  int64
+			hint  bool
+		}{
+			{"gzip", record.CodecGzip, 512 << 20, false},
+			{"zstd", record.CodecZstd, 1 << 30, false},
+			{"zstd with content size", record.CodecZstd, 1 << 30, true},
+			{"lz4", record.CodecLz4, 200 << 20, false},
+			{"lz4 with content size", record.CodecLz4, 200 << 20, true},
+			{"snappy", record.CodecSnappy, 1 << 30, true},
+			{"snappy xerial", -record.CodecSnappy, 16 << 20, true},
+		} {
+			if n > 1 && bomb.codec == -record.CodecSnappy {
+				continue // too small a ratio to pass 64 MiB in 1 MiB
+			}
+			name := fmt.Sprintf("%s bomb of %d MiB, %d records claimed", bomb.name, bomb.size>>20, n)
+			attacks = append(attacks, attack{name, rt.Wrap(bomb.codec, rt.Bomb(bomb.codec, bomb.size, bomb.hint), rt.N(n, time.Now().UnixMilli()))})
+		}
+	}
+	section := rt.Records(3, []byte("value"))
+	for _, codec := range []int{record.CodecGzip, record.CodecSnappy, record.CodecLz4, record.CodecZstd} {
+		attacks = append(attacks, attack{fmt.Sprintf("codec %d stream past its size hint", codec),
+			rt.Wrap(codec, rt.Endless(codec, section, 4<<20), rt.N(3, 1_700_000_000_000))})
+	}
+	for _, a := range attacks {
+		if len(a.batch) > 1048588 {
+			t.Fatalf("%s: %d bytes, more than max.message.bytes", a.name, len(a.batch))
+		}
+		before := l.end()
+		resp := produceAt(t, b.Addr(), "bombed", 9, a.batch)
+		t.Run(a.name, func(t *testing.T) { checkRefused(t, resp, refusal{kerr.CorruptMessage, -1}, 9) })
+		if end := l.end(); end != before {
+			t.Fatalf("%s: log end offset %d after the refusal, %d before", a.name, end, before)
+		}
+		l.produce(a.name)
+	}
+	l.consumeAll()
+	l.consumeKcat()
+}
+
+// TestCorruptRetryIsNotADuplicate retries an idempotent producer's batch
+// with its header (producer id, epoch, sequences) intact but its records
+// garbled (the CRC recomputed) and, separately, with a bad CRC: validation
+// comes before the idempotence check, so both are refused, not answered as
+// the original; the genuine retry still is.
+func TestCorruptRetryIsNotADuplicate(t *testing.T) {
+	b := startBroker(t, nil)
+	createTopic(t, newAdmin(t, b.Addr()), "idem", 1, nil)
+	init := rawRequest(t, b.Addr(), kmsg.NewPtrInitProducerIDRequest()).(*kmsg.InitProducerIDResponse)
+	if init.ErrorCode != 0 {
+		t.Fatalf("InitProducerId: error %d", init.ErrorCode)
+	}
+	batch := idempotentBatch(3, init.ProducerID, 0, time.Now().UnixMilli())
+	if resp := produceRaw(t, b.Addr(), "idem", bytes.Clone(batch)); resp.ErrorCode != 0 || resp.BaseOffset != 0 {
+		t.Fatalf("first append: %+v", resp)
+	}
+	garbled := bytes.Clone(batch)
+	for i := record.HeaderSize + 2; i < len(garbled); i += 4 {
+		garbled[i] ^= 0x41
+	}
+	binary.BigEndian.PutUint32(garbled[17:], record.Checksum(garbled))
+	badCRC := bytes.Clone(batch)
+	badCRC[len(badCRC)-1] ^= 1
+	for name, retry := range map[string][]byte{"garbled records": garbled, "bad CRC": badCRC} {
+		resp := produceRaw(t, b.Addr(), "idem", retry)
+		if resp.ErrorCode != kerr.CorruptMessage.Code && resp.ErrorCode != kerr.InvalidRecord.Code {
+			t.Fatalf("%s retry answered error %d at offset %d: taken for the original", name, resp.ErrorCode, resp.BaseOffset)
+		}
+	}
+	if resp := produceRaw(t, b.Addr(), "idem", bytes.Clone(batch)); resp.ErrorCode != 0 || resp.BaseOffset != 0 {
+		t.Fatalf("genuine retry: %+v", resp)
+	}
+	got := consumeN(t, b.Addr(), 3, "idem")
+	if len(got) != 3 || string(got[2].Value) != "v" {
+		t.Fatalf("consumed %d records", len(got))
+	}
+}
