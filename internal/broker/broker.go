@@ -150,6 +150,9 @@ func New(opts Options) (*Broker, error) {
 		CleanerThreads:          int(cfg.Int("log.cleaner.threads")),
 		CleanerDedupeBufferSize: cfg.Int("log.cleaner.dedupe.buffer.size"),
 		ProducerIDExpirationMs:  cfg.Int("producer.id.expiration.ms"),
+
+		// Where a restarted replica's high watermark comes from.
+		HighWatermarkCheckpointInterval: time.Duration(cfg.Int("replica.high.watermark.checkpoint.interval.ms")) * time.Millisecond,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("broker: opening %s: %w", b.dir, err)

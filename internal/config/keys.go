@@ -160,6 +160,8 @@ var ServerKeys = []Key{
 		Doc: "How long a follower waits after a failed fetch."},
 	{Name: "replica.socket.timeout.ms", Type: TypeInt, Default: "30000", Min: 1, Max: maxInt32,
 		Doc: "How long a follower's request may take beyond replica.fetch.wait.max.ms."},
+	{Name: "replica.high.watermark.checkpoint.interval.ms", Type: TypeLong, Default: "5000", Min: 1, Max: maxInt64,
+		Doc: "How often the high watermarks are written to replication-offset-checkpoint, where a restarted replica starts from."},
 	{Name: "offsets.topic.num.partitions", Type: TypeInt, Default: "50", Min: 1, Max: maxInt32,
 		Doc: "Partitions of __consumer_offsets (fixed once the topic exists)."},
 	{Name: "offsets.topic.replication.factor", Type: TypeInt, Default: "3", Min: 1, Max: 32767,

@@ -11,6 +11,15 @@
 // (flush.messages=1), the flushed offset, so a consumer never reads what a
 // crash could lose.
 //
+// The high watermark is handed to the log (storage.Log.SetHighWatermark)
+// whenever it moves; the storage Manager checkpoints it in
+// replication-offset-checkpoint. A replica opened after a restart starts
+// from the checkpointed value, not from its log end: records past it may
+// never have been committed. As leader it shows them only once the ISR
+// has them, like any new leader, whose high watermark is the one it had as
+// a follower. The sole replica of a partition, first led after opening,
+// shows all it recovered.
+//
 // # Replication
 //
 // Kafka's ISR protocol over the Kafka protocol. The leader's view of its

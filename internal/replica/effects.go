@@ -14,9 +14,9 @@ func (p *Partition) applyLocked(eff effects) {
 	if eff.highWatermarkMoved {
 		hw := p.tracker.highWatermark
 		p.highWatermark.Store(hw)
-		// Retention and compaction stay below the high watermark, as in
-		// Kafka.
-		p.log.SetRetentionBound(hw)
+		// Checkpointed for a restart; retention and compaction stay below
+		// it, as in Kafka.
+		p.log.SetHighWatermark(hw)
 		p.wakeLocked()
 	}
 	for _, a := range eff.acks {

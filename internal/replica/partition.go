@@ -84,8 +84,9 @@ type Partition struct {
 }
 
 // New returns a replica that owns log, with the idempotent producers'
-// state rebuilt from the latest snapshot and the batches after it. It is
-// not leader until BecomeLeader.
+// state rebuilt from the latest snapshot and the batches after it, and the
+// high watermark the log checkpointed. It is not leader until
+// BecomeLeader.
 func New(topic string, index int32, log *storage.Log, s Settings, opts Options) (*Partition, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -103,13 +104,18 @@ func New(topic string, index int32, log *storage.Log, s Settings, opts Options) 
 	if err := p.rebuildProducers(); err != nil {
 		return nil, err
 	}
-	// A restarted single node resumes with everything recovered visible:
-	// what survived recovery was flushed or is as durable as acks=1 ever
-	// promised.
-	hw := log.LogEndOffset()
+	// The high watermark checkpointed in replication-offset-checkpoint
+	// (bounded by the log), as Kafka's Partition starts from: records
+	// recovered past it may never have been committed. The log start for
+	// a log without one. A sole replica shows what it recovered once it
+	// leads (tracker.becomeLeader).
+	hw, ok := log.HighWatermark()
+	if !ok {
+		hw = log.LogStartOffset()
+	}
 	p.tracker = newTracker(opts.NodeID, hw, s.MinInsyncReplicas, opts.LagTimeMax.Milliseconds())
 	p.highWatermark.Store(hw)
-	log.SetRetentionBound(hw)
+	log.SetHighWatermark(hw)
 	return p, nil
 }
 

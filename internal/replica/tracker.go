@@ -158,12 +158,21 @@ func (t *tracker) configure(minInsync int, lagTimeMaxMs int64) {
 // already know a newer one from an AlterPartition answer). A new leader
 // epoch starts at logEnd and resets what the leader knows of its
 // followers; the same epoch only updates the replicas and the ISR.
+//
+// The high watermark carries over, as in Kafka's Partition.makeLeader: a
+// follower's (its leader's, bounded by its log end) or, after a restart,
+// the checkpointed one. Records past it may never have been committed, so
+// they stay invisible until every ISR member has fetched them (a member
+// that does not leaves the ISR after replica.lag.time.max.ms). Only the
+// sole replica of a partition, first led since the log was opened, takes
+// its whole log as committed.
 func (t *tracker) becomeLeader(s State, logEnd, committable, nowMs int64) effects {
 	if s.PartitionEpoch < t.partitionEpoch {
 		return effects{}
 	}
 	newLeader := !t.leader
 	newEpoch := s.LeaderEpoch > t.leaderEpoch
+	first := t.leaderEpoch < 0 && t.partitionEpoch < 0
 	t.leader, t.leaderID = true, t.nodeID
 	t.replicas = slices.Clone(s.Replicas)
 	t.isr = slices.Clone(s.ISR)
@@ -195,6 +204,16 @@ func (t *tracker) becomeLeader(s State, logEnd, committable, nowMs int64) effect
 		}
 	}
 	t.leaderEpoch, t.partitionEpoch = s.LeaderEpoch, s.PartitionEpoch
+	if first && len(t.replicas) == 1 && t.replicas[0] == t.nodeID && logEnd > t.highWatermark {
+		// The sole replica, first led since the log was opened: all it
+		// recovered is visible, whatever the checkpoint said. There is no
+		// other copy to wait for, and what survived recovery was flushed
+		// or is as durable as acks=1 ever promised.
+		t.highWatermark = logEnd
+		eff := t.maybeAdvance(nowMs)
+		eff.highWatermarkMoved = true
+		return eff
+	}
 	return t.maybeAdvance(nowMs)
 }
 

@@ -19,6 +19,7 @@ import (
 // are milliseconds on a manual clock. Run with -rewrite to regenerate the
 // expected output after a deliberate change, and read the diff.
 //
+//	restart high-watermark=O    a new tracker, as a restarted replica starts
 //	config min-insync=N lag=MS
 //	become-leader epoch=E partition-epoch=P replicas=(..) isr=(..) log-end=O [committable=O] time=T
 //	become-follower leader=L epoch=E partition-epoch=P replicas=(..)
@@ -77,6 +78,10 @@ func (h *trackerHarness) run(t *testing.T, d *datadriven.TestData) string {
 			out = append(out, int32(n))
 		}
 		return out
+	}
+	if d.Cmd == "restart" {
+		*h = trackerHarness{t: newTracker(1, num("high-watermark"), 1, 30000)}
+		return h.status()
 	}
 	tr := h.t
 	var eff effects

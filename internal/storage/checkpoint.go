@@ -18,6 +18,7 @@ const (
 	CleanerOffsetCheckpointFile  = "cleaner-offset-checkpoint"
 	CleanShutdownFile            = ".kafka_cleanshutdown"
 	LeaderEpochCheckpointFile    = "leader-epoch-checkpoint"
+	HighWatermarkCheckpointFile  = "replication-offset-checkpoint"
 )
 
 // TopicPartition names a partition.
@@ -116,8 +117,8 @@ func decodeOffsetCheckpoint(name string, data []byte) (map[TopicPartition]int64,
 	return out, nil
 }
 
-// ReadOffsetCheckpoint reads a recovery-point or log-start-offset
-// checkpoint file. A missing file is an empty map.
+// ReadOffsetCheckpoint reads a recovery-point, log-start-offset,
+// cleaner-offset or replication-offset checkpoint file. A missing file is an empty map.
 func ReadOffsetCheckpoint(fs vfs.FS, path string) (map[TopicPartition]int64, error) {
 	data, err := vfs.ReadFile(fs, path)
 	if err != nil {

@@ -15,6 +15,7 @@
 //	    recovery-point-offset-checkpoint   flushed offset per partition
 //	    log-start-offset-checkpoint        log start offset per partition
 //	    cleaner-offset-checkpoint          where compaction reached, per compacted partition
+//	    replication-offset-checkpoint      high watermark per partition
 //	    .kafka_cleanshutdown               present only after a clean Close
 //	    <topic>-<partition>/               topic names may contain '-': split on the last one
 //	        00000000000000000000.log       segment: batches with offsets [0, 368)
@@ -100,11 +101,21 @@
 //
 //	recovery-point-offset-checkpoint,   leader-epoch-checkpoint:
 //	log-start-offset-checkpoint,
-//	cleaner-offset-checkpoint:
+//	cleaner-offset-checkpoint,
+//	replication-offset-checkpoint:
 //	    0                 version          0            version
 //	    2                 entry count      2            entry count
 //	    orders 0 1200     topic part off   0 0          epoch start-offset
 //	    my-topic 3 77                      3 1200
+//
+// replication-offset-checkpoint holds the high watermark of every
+// partition whose replica set one (Log.SetHighWatermark), written every
+// replica.high.watermark.checkpoint.interval.ms and at a clean Close,
+// independently of the flushes: after a crash it may be ahead of the
+// recovered log end, and a Log bounds it by its log start and end offsets.
+// A restarted replica starts from it, not from its log end (see package
+// replica). Partitions the replica layer does not own (the metadata log)
+// have no entry.
 //
 // A producer-state snapshot (%020d.snapshot) holds the bytes the producer
 // package gives WriteSnapshot; this package only names, writes (atomically)

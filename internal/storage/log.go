@@ -40,6 +40,10 @@ type LogOptions struct {
 	// CleanerCheckpoint is from cleaner-offset-checkpoint: the offset the
 	// log cleaner has deduplicated up to (0 when absent).
 	CleanerCheckpoint int64
+	// HighWatermark is from replication-offset-checkpoint: the high
+	// watermark the replica layer last set (see SetHighWatermark), or -1
+	// when absent, as for a log the replica layer does not own.
+	HighWatermark int64
 	// DecompressionBudget bounds the memory of the log's decompressions
 	// (produce validation, cleaning, timestamp lookups), shared by the
 	// broker's logs; nil means record.DefaultBudget.
@@ -90,6 +94,7 @@ type Log struct {
 	fsyncRounds    atomic.Int64 // flushes that synced, for group-commit figures
 	unflushedDir   atomic.Bool  // files were created in dir since its last sync
 	retentionBound atomic.Int64 // see SetRetentionBound
+	highWatermark  atomic.Int64 // see SetHighWatermark; -1 when unknown
 	offline        atomic.Pointer[error]
 
 	// The log cleaner's state (see Clean). cleanerCheckpoint is the offset
@@ -143,6 +148,7 @@ func OpenLog(fs vfs.FS, dir string, cfg Config, opts LogOptions) (*Log, error) {
 	}
 	l.commitDone = sync.NewCond(&l.commitMu)
 	l.retentionBound.Store(math.MaxInt64)
+	l.highWatermark.Store(max(opts.HighWatermark, -1))
 	l.cleanerCheckpoint.Store(max(opts.CleanerCheckpoint, 0))
 	l.deleteHorizon.Store(math.MaxInt64)
 	if l.logger == nil {
@@ -205,6 +211,29 @@ func (l *Log) LogStartOffset() int64 { return l.logStartOffset.Load() }
 
 // LogEndOffset returns the offset the next appended record will get.
 func (l *Log) LogEndOffset() int64 { return l.logEndOffset.Load() }
+
+// HighWatermark returns the high watermark last set with SetHighWatermark
+// or, until then, the one checkpointed in replication-offset-checkpoint
+// (LogOptions.HighWatermark), within [log start offset, log end offset]
+// as Kafka's UnifiedLog bounds it: a crash may have lost records below a
+// checkpointed high watermark, or DeleteRecords moved the start past it.
+// ok is false when neither is known.
+func (l *Log) HighWatermark() (hw int64, ok bool) {
+	hw = l.highWatermark.Load()
+	if hw < 0 {
+		return 0, false
+	}
+	return min(max(hw, l.LogStartOffset()), l.LogEndOffset()), true
+}
+
+// SetHighWatermark records the partition's high watermark, which the
+// Manager checkpoints in replication-offset-checkpoint, and bounds
+// retention and cleaning by it (SetRetentionBound). The replica layer
+// calls it whenever the high watermark moves.
+func (l *Log) SetHighWatermark(hw int64) {
+	l.highWatermark.Store(max(hw, 0))
+	l.SetRetentionBound(hw)
+}
 
 // RecoveryPoint returns the offset below which everything is durable.
 func (l *Log) RecoveryPoint() int64 { return l.recoveryPoint.Load() }

@@ -47,6 +47,10 @@ type ManagerOptions struct {
 	// (default 60000): how often Start's loop writes the recovery-point and
 	// log-start-offset checkpoints.
 	CheckpointInterval time.Duration
+	// HighWatermarkCheckpointInterval is
+	// replica.high.watermark.checkpoint.interval.ms (default 5000): how
+	// often Start's loop writes replication-offset-checkpoint.
+	HighWatermarkCheckpointInterval time.Duration
 	// Skip, when set, names directories of the data dir that are not
 	// partition logs of this Manager (a metadata log kept elsewhere).
 	Skip func(dirName string) bool
@@ -124,6 +128,7 @@ func OpenManager(fs vfs.FS, dir string, opts ManagerOptions) (*Manager, error) {
 	recoveryPoints := m.readCheckpoint(RecoveryPointCheckpointFile)
 	logStarts := m.readCheckpoint(LogStartOffsetCheckpointFile)
 	cleanerPoints := m.readCheckpoint(CleanerOffsetCheckpointFile)
+	highWatermarks := m.readCheckpoint(HighWatermarkCheckpointFile)
 	markerPath := filepath.Join(dir, CleanShutdownFile)
 	clean := vfs.Exists(fs, markerPath)
 
@@ -168,7 +173,7 @@ func OpenManager(fs vfs.FS, dir string, opts ManagerOptions) (*Manager, error) {
 	}
 
 	start := time.Now()
-	if err := m.openAll(toOpen, recoveryPoints, logStarts, cleanerPoints, clean); err != nil {
+	if err := m.openAll(toOpen, checkpoints{recoveryPoints, logStarts, cleanerPoints, highWatermarks}, clean); err != nil {
 		for _, l := range m.logs {
 			l.Close()
 		}
@@ -330,7 +335,20 @@ func (m *Manager) configFor(topic string) Config {
 	return m.opts.Default
 }
 
-func (m *Manager) openAll(tps []TopicPartition, recoveryPoints, logStarts, cleanerPoints map[TopicPartition]int64, clean bool) error {
+// checkpoints are the data directory's checkpoint files, as read at open.
+type checkpoints struct {
+	recoveryPoints, logStarts, cleanerPoints, highWatermarks map[TopicPartition]int64
+}
+
+// offset returns tp's entry in one checkpoint, or -1.
+func offset(checkpoint map[TopicPartition]int64, tp TopicPartition) int64 {
+	if o, ok := checkpoint[tp]; ok {
+		return o
+	}
+	return -1
+}
+
+func (m *Manager) openAll(tps []TopicPartition, cp checkpoints, clean bool) error {
 	work := make(chan TopicPartition)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -340,14 +358,10 @@ func (m *Manager) openAll(tps []TopicPartition, recoveryPoints, logStarts, clean
 		go func() {
 			defer wg.Done()
 			for tp := range work {
-				logStart, ok := logStarts[tp]
-				if !ok {
-					logStart = -1
-				}
 				l, err := OpenLog(m.fs, filepath.Join(m.dir, tp.String()), m.configFor(tp.Topic), LogOptions{
-					Logger: m.logger, Now: m.now, RecoveryPoint: recoveryPoints[tp], LogStartOffset: logStart,
-					CleanShutdown: clean, CleanerCheckpoint: cleanerPoints[tp], DecompressionBudget: m.opts.DecompressionBudget,
-					summarized: true,
+					Logger: m.logger, Now: m.now, RecoveryPoint: cp.recoveryPoints[tp], LogStartOffset: offset(cp.logStarts, tp),
+					CleanShutdown: clean, CleanerCheckpoint: cp.cleanerPoints[tp], HighWatermark: offset(cp.highWatermarks, tp),
+					DecompressionBudget: m.opts.DecompressionBudget, summarized: true,
 				})
 				if err != nil && tooManyFiles(err) {
 					limit, _ := openFileLimit()
@@ -440,7 +454,7 @@ func (m *Manager) GetOrCreate(topic string, partition int32, cfg Config) (*Log, 
 		return l, nil
 	}
 	l, err := OpenLog(m.fs, filepath.Join(m.dir, tp.String()), cfg, LogOptions{
-		Logger: m.logger, Now: m.now, LogStartOffset: -1, DecompressionBudget: m.opts.DecompressionBudget,
+		Logger: m.logger, Now: m.now, LogStartOffset: -1, HighWatermark: -1, DecompressionBudget: m.opts.DecompressionBudget,
 	})
 	if err != nil {
 		return nil, err
@@ -547,6 +561,26 @@ func (m *Manager) CheckpointRecoveryPoints() error {
 	)
 }
 
+// CheckpointHighWatermarks writes replication-offset-checkpoint: the high
+// watermark of every log whose replica set one (Log.SetHighWatermark), as
+// Kafka's ReplicaManager writes it every
+// replica.high.watermark.checkpoint.interval.ms and at shutdown, so that a
+// restarted replica knows how far its log was committed. Without it, a
+// restarted leader would count everything it recovered as committed,
+// records no follower has included.
+func (m *Manager) CheckpointHighWatermarks() error {
+	logs := m.Logs()
+	hws := make(map[TopicPartition]int64, len(logs))
+	for _, l := range logs {
+		if hw, ok := l.HighWatermark(); ok {
+			hws[TopicPartition{l.topic, l.partition}] = hw
+		}
+	}
+	m.checkpointMu.Lock()
+	defer m.checkpointMu.Unlock()
+	return WriteOffsetCheckpoint(m.fs, filepath.Join(m.dir, HighWatermarkCheckpointFile), hws)
+}
+
 // EnforceRetention applies retention to every log; failures are logged.
 func (m *Manager) EnforceRetention(now time.Time) {
 	for _, l := range m.Logs() {
@@ -571,7 +605,8 @@ func (m *Manager) FlushDue(now time.Time) {
 }
 
 // Start runs the background loop: retention every RetentionCheckInterval,
-// flush.ms every FlushCheckInterval, checkpoints every CheckpointInterval;
+// flush.ms every FlushCheckInterval, checkpoints every CheckpointInterval,
+// the high watermarks every HighWatermarkCheckpointInterval;
 // and, unless DisableCleaner, the log cleaner's loop beside it (see
 // CleanLogs). Close stops them.
 func (m *Manager) Start() {
@@ -594,11 +629,13 @@ func (m *Manager) Start() {
 	retention := time.NewTicker(interval(m.opts.RetentionCheckInterval, 300*time.Second))
 	flush := time.NewTicker(interval(m.opts.FlushCheckInterval, time.Second))
 	checkpoint := time.NewTicker(interval(m.opts.CheckpointInterval, 60*time.Second))
+	hwCheckpoint := time.NewTicker(interval(m.opts.HighWatermarkCheckpointInterval, 5*time.Second))
 	go func() {
 		defer close(m.done)
 		defer retention.Stop()
 		defer flush.Stop()
 		defer checkpoint.Stop()
+		defer hwCheckpoint.Stop()
 		for {
 			select {
 			case <-m.stop:
@@ -611,13 +648,17 @@ func (m *Manager) Start() {
 				if err := m.CheckpointRecoveryPoints(); err != nil {
 					m.logger.Warn("writing checkpoints", "err", err)
 				}
+			case <-hwCheckpoint.C:
+				if err := m.CheckpointHighWatermarks(); err != nil {
+					m.logger.Warn("writing the high-watermark checkpoint", "err", err)
+				}
 			}
 		}
 	}()
 }
 
 // Close stops the background loop, finishes delayed deletions, flushes and
-// closes every log, writes the checkpoints and, if all of that succeeded,
+// closes every log, writes the checkpoints (the high watermarks' too) and, if all of that succeeded,
 // the clean-shutdown marker that lets the next open skip recovery.
 func (m *Manager) Close() error {
 	m.mu.Lock()
@@ -657,6 +698,7 @@ func (m *Manager) Close() error {
 	logs := m.Logs()
 	m.eachParallel(logs, func(l *Log) { addErr(l.Flush(l.LogEndOffset())) })
 	addErr(m.CheckpointRecoveryPoints())
+	addErr(m.CheckpointHighWatermarks())
 	m.eachParallel(logs, func(l *Log) {
 		addErr(l.Close())
 		addErr(l.Offline())

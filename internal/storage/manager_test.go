@@ -162,7 +162,8 @@ func TestManagerBackgroundLoop(t *testing.T) {
 	cfg.FlushMs = 1
 	cfg.RetentionMs = 1
 	m, err := OpenManager(fs, "/data", ManagerOptions{Logger: quietLogger(), Default: cfg,
-		RetentionCheckInterval: 5 * time.Millisecond, FlushCheckInterval: time.Millisecond, CheckpointInterval: 5 * time.Millisecond})
+		RetentionCheckInterval: 5 * time.Millisecond, FlushCheckInterval: time.Millisecond, CheckpointInterval: 5 * time.Millisecond,
+		HighWatermarkCheckpointInterval: 5 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,10 +171,11 @@ func TestManagerBackgroundLoop(t *testing.T) {
 	for i := range 100 {
 		mustAppend(t, l, makeBatch(t, spec{records: 1, valueSize: 200, ts: int64(i)}), leader(0))
 	}
+	l.SetHighWatermark(l.LogEndOffset())
 	m.Start()
 	deadline := time.Now().Add(10 * time.Second)
 	for l.NumSegments() > 1 || l.RecoveryPoint() < l.LogEndOffset() ||
-		!vfs.Exists(fs, "/data/"+RecoveryPointCheckpointFile) {
+		!vfs.Exists(fs, "/data/"+RecoveryPointCheckpointFile) || !vfs.Exists(fs, "/data/"+HighWatermarkCheckpointFile) {
 		if time.Now().After(deadline) {
 			t.Fatalf("background loop idle: %d segments, recovery point %d of %d", l.NumSegments(), l.RecoveryPoint(), l.LogEndOffset())
 		}
@@ -185,5 +187,74 @@ func TestManagerBackgroundLoop(t *testing.T) {
 	data, _ := vfs.ReadFile(fs, "/data/"+RecoveryPointCheckpointFile)
 	if want := fmt.Sprintf("0\n1\nt 0 %d\n", l.LogEndOffset()); string(data) != want {
 		t.Fatalf("checkpoint %q, want %q", data, want)
+	}
+}
+
+// The high watermarks survive a crash through
+// replication-offset-checkpoint, bounded by what the log recovered; a log
+// whose high watermark was never set has none, and a clean Close writes
+// the latest.
+func TestManagerHighWatermarkCheckpoint(t *testing.T) {
+	fs := newMem(t, "/data")
+	cfg := testConfig()
+	m, err := OpenManager(fs, "/data", ManagerOptions{Logger: quietLogger(), Default: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := make([]*Log, 3)
+	for p := range logs {
+		l, err := m.GetOrCreate("t", int32(p), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 10 {
+			mustAppend(t, l, makeBatch(t, spec{records: 2, ts: int64(i)}), leader(1))
+		}
+		logs[p] = l
+	}
+	if _, ok := logs[0].HighWatermark(); ok {
+		t.Fatal("a new log has a high watermark before its replica set one")
+	}
+	// t-0 is committed up to 12 of its 20 flushed records; t-1 to 20, of
+	// which only 14 were flushed; t-2's replica never set one.
+	logs[0].SetHighWatermark(12)
+	logs[1].SetHighWatermark(20)
+	for _, l := range logs {
+		l.Flush(l.LogEndOffset())
+	}
+	logs[1].TruncateTo(14) // what a crash before the flush would leave
+	mustAppend(t, logs[1], makeBatch(t, spec{records: 6, ts: 20}), leader(1))
+	if err := m.CheckpointHighWatermarks(); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := vfs.ReadFile(fs, "/data/"+HighWatermarkCheckpointFile)
+	if want := "0\n2\nt 0 12\nt 1 20\n"; string(data) != want {
+		t.Fatalf("checkpoint %q, want %q", data, want)
+	}
+	logs[0].SetHighWatermark(16) // after the checkpoint: lost in the crash
+
+	crashed := fs.CrashClone()
+	m.Close()
+	rm, err := OpenManager(crashed, "/data", ManagerOptions{Logger: quietLogger(), Default: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range []struct {
+		hw int64
+		ok bool
+	}{{12, true}, {14, true}, {0, false}} {
+		l, _ := rm.Log("t", int32(p))
+		if hw, ok := l.HighWatermark(); hw != want.hw || ok != want.ok {
+			t.Fatalf("t-%d after the crash: high watermark %d (%v), want %d (%v); log end %d", p, hw, ok, want.hw, want.ok, l.LogEndOffset())
+		}
+	}
+	l, _ := rm.Log("t", 0)
+	l.SetHighWatermark(18)
+	if err := rm.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data, _ = vfs.ReadFile(crashed, "/data/"+HighWatermarkCheckpointFile)
+	if want := "0\n2\nt 0 18\nt 1 14\n"; string(data) != want {
+		t.Fatalf("checkpoint after a clean close %q, want %q", data, want)
 	}
 }
