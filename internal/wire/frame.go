@@ -19,11 +19,16 @@ const (
 	// needs its client id, which header parsing checks.
 	minFrameSize = 8
 
-	// Frames up to maxPooledFrame bytes are read into pooled buffers of
-	// power-of-two sizes from minPooledFrame; larger frames are allocated
-	// as their bytes arrive (readLargeFrame) and left to the GC.
+	// Frames are read into pooled buffers of power-of-two sizes from 512
+	// bytes to maxPooledFrame. Up to maxEagerFrame bytes, the buffer has
+	// the announced size at once; a larger frame's buffer grows as its
+	// bytes arrive (readLargeFrame), so memory follows what the client
+	// sent, not what it announced. Frames beyond maxPooledFrame (up to
+	// socket.request.max.bytes) are allocated and left to the GC.
 	minPooledShift  = 9 // 512 B
-	maxPooledShift  = 20
+	maxEagerShift   = 20
+	maxEagerFrame   = 1 << maxEagerShift
+	maxPooledShift  = 26 // 64 MiB
 	maxPooledFrame  = 1 << maxPooledShift
 	numFrameClasses = maxPooledShift - minPooledShift + 1
 )
@@ -42,8 +47,12 @@ type frame struct {
 
 var framePools [numFrameClasses]sync.Pool
 
-// getFrame returns a frame of n bytes (n <= maxPooledFrame).
+// getFrame returns a frame of n bytes: pooled up to maxPooledFrame, its
+// contents whatever the last user left.
 func getFrame(n int) *frame {
+	if n > maxPooledFrame {
+		return &frame{buf: make([]byte, n), class: -1}
+	}
 	class := 0
 	if n > 1<<minPooledShift {
 		class = bits.Len(uint(n-1)) - minPooledShift
@@ -93,12 +102,8 @@ func readFrame(r *bufio.Reader, max int32) (*frame, error) {
 	}
 	_, _ = r.Discard(4) // cannot fail: Peek returned 4 bytes
 	n := int(size)
-	if n > maxPooledFrame {
-		buf, err := readLargeFrame(r, n)
-		if err != nil {
-			return nil, err
-		}
-		return &frame{buf: buf, class: -1}, nil
+	if n > maxEagerFrame {
+		return readLargeFrame(r, n)
 	}
 	f := getFrame(n)
 	if _, err := io.ReadFull(r, f.buf); err != nil {
@@ -108,23 +113,30 @@ func readFrame(r *bufio.Reader, max int32) (*frame, error) {
 	return f, nil
 }
 
-// readLargeFrame reads n bytes, growing its buffer as the bytes arrive, so
-// memory follows what the client sent rather than what it announced.
-func readLargeFrame(r io.Reader, n int) ([]byte, error) {
-	buf := make([]byte, 0, maxPooledFrame)
-	for len(buf) < n {
-		if len(buf) == cap(buf) {
-			grown := make([]byte, len(buf), min(2*cap(buf), n))
-			copy(grown, buf)
-			buf = grown
+// readLargeFrame reads a frame of n bytes, growing its buffer (from the
+// pools, doubling) as the bytes arrive, so memory follows what the client
+// sent rather than what it announced. A produce request of several
+// megabytes, the common case under load, then costs no fresh zeroed
+// allocation per step; what it costs is the copies of the doubling.
+func readLargeFrame(r io.Reader, n int) (*frame, error) {
+	f := getFrame(maxEagerFrame)
+	f.buf = f.buf[:0]
+	for len(f.buf) < n {
+		if len(f.buf) == cap(f.buf) {
+			grown := getFrame(min(2*cap(f.buf), n))
+			grown.buf = grown.buf[:len(f.buf)]
+			copy(grown.buf, f.buf)
+			putFrame(f)
+			f = grown
 		}
-		m, err := io.ReadFull(r, buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+m]
+		m, err := io.ReadFull(r, f.buf[len(f.buf):min(cap(f.buf), n)])
+		f.buf = f.buf[:len(f.buf)+m]
 		if err != nil {
+			putFrame(f)
 			return nil, noEOF(err)
 		}
 	}
-	return buf, nil
+	return f, nil
 }
 
 // noEOF turns io.EOF inside a frame into io.ErrUnexpectedEOF: the client
