@@ -70,8 +70,9 @@ type Broker struct {
 	server     *wire.Server
 	versions   map[int16]wire.VersionRange
 
-	image   atomic.Pointer[metadata.Image]
-	imageMu sync.Mutex // serializes applyImage
+	image    atomic.Pointer[metadata.Image]
+	imageMu  sync.Mutex               // serializes applyImage
+	settings atomic.Pointer[settings] // the broker keys in effect; see settings
 
 	partitionsMu sync.RWMutex
 	partitions   map[tp]*replica.Partition
@@ -157,6 +158,7 @@ func New(opts Options) (*Broker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("broker: opening %s: %w", b.dir, err)
 	}
+	b.applySettings(b.resolveSettings(nil))
 	b.logger.Info("logs loaded", "dir", b.dir, "partitions", len(b.logs.Logs()), "duration", time.Since(start).Round(time.Millisecond))
 
 	ln, err := net.Listen("tcp", listeners[0].Addr())

@@ -23,10 +23,19 @@ import (
 // source (dynamic topic override, dynamic broker default, static broker
 // setting, or default), with synonyms (v1+), types and documentation (v3+).
 // * Broker resources (this node's id, or "" for the cluster-wide dynamic
-// defaults) show every broker key; keys that cannot change at run time are
-// read only. Dynamic broker values of log.* keys become the defaults of
-// the matching topic keys. Other dynamic broker keys are stored and shown,
-// but take effect at the next start.
+// defaults) show every broker key for the node, and only the keys set
+// cluster-wide for "", with Kafka's sources: DYNAMIC_BROKER_CONFIG,
+// DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG, in
+// that precedence. Keys Kafka's DynamicBrokerConfig cannot change at run
+// time are read only and refused (INVALID_CONFIG). Dynamic values are
+// records of the metadata log and take effect without a restart: log.*
+// keys as the defaults of the matching topic keys, the log cleaner's keys
+// (log.cleaner.backoff.ms, .threads, .dedupe.buffer.size) in the running
+// cleaner, producer.id.expiration.ms in producer expiry and cleaning,
+// num.recovery.threads.per.data.dir at the next shutdown. As in Kafka,
+// thread counts may change by at most a factor of two at a time, and
+// listeners and advertised.listeners are per broker and, with a Raft
+// quorum, cannot change (setting their current value is accepted).
 // * AlterConfigs replaces a resource's whole dynamic configuration, as in
 // Kafka; IncrementalAlterConfigs sets, deletes, appends to or subtracts
 // from single keys.
@@ -264,7 +273,7 @@ func (b *Broker) incrementalChanges(img *metadata.Image, res kmsg.IncrementalAlt
 			if res.ResourceType == kmsg.ConfigResourceTypeTopic {
 				current = config.SplitList(b.topicConfig(img, res.ResourceName)[c.Name])
 			} else {
-				current = b.cfg.List(c.Name)
+				current = config.SplitList(b.brokerValue(img, res.ResourceName, c.Name))
 			}
 			var add []string
 			if c.Value != nil {
@@ -293,6 +302,9 @@ func (b *Broker) alterConfigs(ctx context.Context, rt kmsg.ConfigResourceType, n
 		t = metadata.ResourceTopic
 	case kmsg.ConfigResourceTypeBroker:
 		t = metadata.ResourceBroker
+		if err := b.checkBrokerChanges(name, changes); err != nil {
+			return err
+		}
 	default:
 		return fmt.Errorf("%w: resource type %d is not supported", kerr.InvalidRequest, rt)
 	}
@@ -301,4 +313,61 @@ func (b *Broker) alterConfigs(ctx context.Context, rt kmsg.ConfigResourceType, n
 		b.logger.Info("configuration changed", "resource", rt.String(), "name", name, "changes", len(changes))
 	}
 	return err
+}
+
+// brokerValue returns a broker key's effective value for a broker
+// resource: for this node, its dynamic value, else the cluster-wide one,
+// else the static one; for "" (cluster-wide), the cluster-wide value, else
+// the static one.
+func (b *Broker) brokerValue(img *metadata.Image, resource, name string) string {
+	layers := b.brokerConfigs(img)
+	if resource != "" {
+		if v, ok := layers[1][name]; ok {
+			return v
+		}
+	}
+	if v, ok := layers[0][name]; ok {
+		return v
+	}
+	return b.cfg.String(name)
+}
+
+// checkBrokerChanges applies the checks of Kafka's DynamicBrokerConfig that
+// need more than a key and its value (the controller checks those): keys
+// that are per broker, thread counts, listeners.
+func (b *Broker) checkBrokerChanges(resource string, changes []controller.ConfigChange) error {
+	self := strconv.Itoa(int(b.nodeID))
+	img := b.image.Load()
+	for _, c := range changes {
+		k, ok := config.LookupServer(c.Name)
+		if !ok || !k.Dynamic {
+			continue // refused by the controller's validation
+		}
+		if k.PerBroker && resource == "" {
+			return fmt.Errorf("%w: cannot update %s at default cluster level, broker id must be specified", kerr.InvalidConfig, c.Name)
+		}
+		if c.Value == nil {
+			continue
+		}
+		switch c.Name {
+		case "listeners", "advertised.listeners":
+			if resource != self {
+				return fmt.Errorf("%w: %s of broker %s must be changed through that broker", kerr.InvalidRequest, c.Name, resource)
+			}
+			if strings.Join(config.SplitList(*c.Value), ",") != strings.Join(b.cfg.List(c.Name), ",") {
+				return fmt.Errorf("%w: %s cannot be altered when using a Raft-based metadata quorum (it is %q)", kerr.InvalidConfig, c.Name, b.cfg.String(c.Name))
+			}
+		case "log.cleaner.threads", "num.recovery.threads.per.data.dir":
+			// Kafka's rule for a thread pool resized at run time.
+			next, err := strconv.ParseInt(*c.Value, 10, 32)
+			if err != nil {
+				continue // refused by the controller's validation
+			}
+			current, _ := strconv.ParseInt(b.brokerValue(img, resource, c.Name), 10, 32)
+			if next < current/2 || next > current*2 {
+				return fmt.Errorf("%w: %s=%d: a thread count may change to between half and double its current value %d", kerr.InvalidConfig, c.Name, next, current)
+			}
+		}
+	}
+	return nil
 }

@@ -173,9 +173,10 @@ func (b *Broker) fetchOnce(r *kmsg.FetchRequest, reread bool) fetchResult {
 	resp := r.ResponseKind().(*kmsg.FetchResponse)
 	img := b.image.Load()
 	res := fetchResult{replicaID: fetchReplicaID(r)}
-	limit := b.cfg.Int("fetch.max.bytes")
+	st := b.settings.Load()
+	limit := st.fetchMaxBytes
 	if res.replicaID >= 0 {
-		limit = b.cfg.Int("replica.fetch.response.max.bytes")
+		limit = st.replicaFetchResponseMaxBytes
 	}
 	remaining := int64(r.MaxBytes)
 	if remaining <= 0 || remaining > limit {

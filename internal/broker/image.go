@@ -29,8 +29,13 @@ func (b *Broker) applyImage(old, img *metadata.Image) {
 			b.removeTopic(t)
 		}
 	}
-	defaultsChanged := !maps.EqualFunc(old.Configs[metadata.ConfigResource{Type: metadata.ResourceBroker}],
-		img.Configs[metadata.ConfigResource{Type: metadata.ResourceBroker}], func(a, b string) bool { return a == b })
+	// The dynamic broker configuration (cluster-wide or this node's) takes
+	// effect at once: in the broker's settings, and as the defaults of
+	// every topic's configuration.
+	defaultsChanged := b.brokerConfigsChanged(old, img)
+	if defaultsChanged {
+		b.applySettings(b.resolveSettings(img))
+	}
 	for _, t := range img.Topics {
 		oldT := old.TopicsByID[t.ID]
 		configChanged := defaultsChanged || oldT == nil ||

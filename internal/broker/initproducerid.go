@@ -48,7 +48,7 @@ func (b *Broker) handleInitProducerID(_ context.Context, _ *wire.Conn, req *wire
 
 // expireProducers forgets idle producers on every hosted partition.
 func (b *Broker) expireProducers() {
-	ms := b.cfg.Int("producer.id.expiration.ms")
+	ms := b.settings.Load().producerIDExpirationMs
 	b.partitionsMu.RLock()
 	defer b.partitionsMu.RUnlock()
 	n := 0

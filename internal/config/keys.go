@@ -48,8 +48,13 @@ type Key struct {
 	// Topic names the topic-level key this broker key supplies the default
 	// for (log.retention.ms supplies retention.ms), or "".
 	Topic string
-	// Dynamic keys may be changed at run time with AlterConfigs.
+	// Dynamic keys may be changed at run time with AlterConfigs, for one
+	// broker (resource name its node id) or cluster-wide (resource name
+	// ""): the keys Kafka's DynamicBrokerConfig makes dynamic.
 	Dynamic bool
+	// PerBroker dynamic keys may be set for one broker only, not
+	// cluster-wide (Kafka's listener and security keys).
+	PerBroker bool
 	// Sensitive keys are never shown in DescribeConfigs.
 	Sensitive bool
 	// Strata marks keys Kafka does not have.
@@ -72,17 +77,17 @@ var ServerKeys = []Key{
 		Doc: "The directory holding the partition logs and the metadata log. Strata uses the first entry."},
 	{Name: "log.dir", Type: TypeString, Default: "",
 		Doc: "Used when log.dirs is not set, as in Kafka."},
-	{Name: "listeners", Type: TypeList, Default: "PLAINTEXT://127.0.0.1:9092",
-		Doc: "The addresses the broker listens on, as NAME://host:port."},
-	{Name: "advertised.listeners", Type: TypeList, Default: "",
-		Doc: "The addresses given to clients in metadata; the listeners when unset."},
+	{Name: "listeners", Type: TypeList, Default: "PLAINTEXT://127.0.0.1:9092", Dynamic: true, PerBroker: true,
+		Doc: "The addresses the broker listens on, as NAME://host:port. Dynamic as in Kafka with a Raft quorum: set to its current value only."},
+	{Name: "advertised.listeners", Type: TypeList, Default: "", Dynamic: true, PerBroker: true,
+		Doc: "The addresses given to clients in metadata; the listeners when unset. Dynamic as in Kafka with a Raft quorum: set to its current value only."},
 	{Name: "cluster.id", Type: TypeString, Default: "", Strata: true,
 		Doc: "The cluster id written to meta.properties on first start; generated when unset (Kafka takes it from kafka-storage format)."},
 	{Name: "broker.rack", Type: TypeString, Default: "",
 		Doc: "The broker's rack, reported in metadata."},
-	{Name: "num.partitions", Type: TypeInt, Default: "1", Min: 1, Max: maxInt32, Dynamic: true,
+	{Name: "num.partitions", Type: TypeInt, Default: "1", Min: 1, Max: maxInt32,
 		Doc: "Partitions of an auto-created topic or a CreateTopics request with -1."},
-	{Name: "default.replication.factor", Type: TypeInt, Default: "1", Min: 1, Max: 32767, Dynamic: true,
+	{Name: "default.replication.factor", Type: TypeInt, Default: "1", Min: 1, Max: 32767,
 		Doc: "Replication factor of auto-created topics and of CreateTopics requests with -1."},
 	{Name: "auto.create.topics.enable", Type: TypeBool, Default: "true",
 		Doc: "Create a topic when a client asks for its metadata."},
@@ -118,8 +123,8 @@ var ServerKeys = []Key{
 		Doc: "Force an fsync after this many messages. 1 makes every acknowledged append durable on disk (Strata group-commits concurrent appends into one fsync)."},
 	{Name: "log.flush.interval.ms", Type: TypeLong, Default: "", Topic: "flush.ms", Dynamic: true,
 		Doc: "Force an fsync when unflushed data is this old; never when unset."},
-	{Name: "num.recovery.threads.per.data.dir", Type: TypeInt, Default: "1", Min: 1, Max: maxInt32,
-		Doc: "How many partition logs are opened (and recovered after a crash) at once at start-up, and closed at once at shutdown; at most the number of cores is used."},
+	{Name: "num.recovery.threads.per.data.dir", Type: TypeInt, Default: "1", Min: 1, Max: maxInt32, Dynamic: true,
+		Doc: "How many partition logs are opened (and recovered after a crash) at once at start-up, and closed at once at shutdown; at most the number of cores is used. A dynamic change applies from the next shutdown: logs open before the metadata log is read."},
 	{Name: "log.flush.offset.checkpoint.interval.ms", Type: TypeInt, Default: "60000", Min: 0, Max: maxInt32,
 		Doc: "How often the recovery-point checkpoint is written."},
 	{Name: "log.message.timestamp.type", Type: TypeString, Default: "CreateTime", OneOf: []string{"CreateTime", "LogAppendTime"}, Topic: "message.timestamp.type", Dynamic: true,
@@ -128,11 +133,11 @@ var ServerKeys = []Key{
 		Doc: "delete (retention) and/or compact (the log cleaner keeps the latest record of each key)."},
 	{Name: "log.cleaner.enable", Type: TypeBool, Default: "true",
 		Doc: "Run the log cleaner, which compacts topics whose cleanup.policy includes compact."},
-	{Name: "log.cleaner.threads", Type: TypeInt, Default: "1", Min: 1, Max: 1024,
+	{Name: "log.cleaner.threads", Type: TypeInt, Default: "1", Min: 1, Max: 1024, Dynamic: true,
 		Doc: "How many partitions the log cleaner compacts at once."},
-	{Name: "log.cleaner.backoff.ms", Type: TypeLong, Default: "15000", Min: 1, Max: maxInt64,
+	{Name: "log.cleaner.backoff.ms", Type: TypeLong, Default: "15000", Min: 1, Max: maxInt64, Dynamic: true,
 		Doc: "How often the log cleaner looks for partitions to compact."},
-	{Name: "log.cleaner.dedupe.buffer.size", Type: TypeLong, Default: "134217728", Min: 0, Max: maxInt64,
+	{Name: "log.cleaner.dedupe.buffer.size", Type: TypeLong, Default: "134217728", Min: 0, Max: maxInt64, Dynamic: true,
 		Doc: "Memory for the log cleaner's offset maps (24 bytes a key, three quarters full at most), shared by its threads."},
 	{Name: "log.cleaner.min.cleanable.ratio", Type: TypeDouble, Default: "0.5", Min: 0, Max: 1, Topic: "min.cleanable.dirty.ratio", Dynamic: true,
 		Doc: "A partition is compacted once this share of its log was written since the last compaction."},
@@ -190,7 +195,7 @@ var ServerKeys = []Key{
 		Doc: "Server-side assignors for KIP-848 groups; the first is the default."},
 	{Name: "group.coordinator.rebalance.protocols", Type: TypeList, Default: "classic,consumer",
 		Doc: "The group protocols enabled; drop consumer to disable KIP-848."},
-	{Name: "producer.id.expiration.ms", Type: TypeInt, Default: "86400000", Min: 1, Max: maxInt32,
+	{Name: "producer.id.expiration.ms", Type: TypeInt, Default: "86400000", Min: 1, Max: maxInt32, Dynamic: true,
 		Doc: "A producer id with no writes for this long is forgotten."},
 	{Name: "transactional.id.expiration.ms", Type: TypeInt, Default: "604800000", Min: 1, Max: maxInt32,
 		Doc: "Reserved for transactions."},

@@ -23,7 +23,10 @@ func ReferenceMarkdown() string {
 			name += " (Strata)"
 		}
 		dyn := ""
-		if k.Dynamic {
+		switch {
+		case k.PerBroker:
+			dyn = "per broker"
+		case k.Dynamic:
 			dyn = "yes"
 		}
 		doc := k.Doc

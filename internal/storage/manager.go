@@ -58,6 +58,10 @@ type ManagerOptions struct {
 	// DisableCleaner is log.cleaner.enable=false (default true): Start
 	// runs no log cleaner and compacted logs grow like any other.
 	DisableCleaner bool
+	// CleanerBackoff, CleanerThreads, CleanerDedupeBufferSize and
+	// ProducerIDExpirationMs start the cleaner's settings, which
+	// SetCleanerSettings changes (see CleanerSettings).
+	//
 	// CleanerBackoff is log.cleaner.backoff.ms (default 15000): how often
 	// the cleaner looks for logs to clean.
 	CleanerBackoff time.Duration
@@ -95,6 +99,48 @@ type Manager struct {
 	cleanerDone chan struct{} // closed when the cleaner's loop ends
 
 	recoveryThreads atomic.Int64
+	cleaner         atomic.Pointer[CleanerSettings]
+	cleanerChanged  chan struct{} // signalled (without blocking) by SetCleanerSettings
+}
+
+// CleanerSettings are the log cleaner's broker keys that may change while
+// the Manager runs (Kafka's LogCleaner reconfigurable keys).
+type CleanerSettings struct {
+	// Backoff is log.cleaner.backoff.ms (default 15000): how often the
+	// cleaner looks for logs to clean.
+	Backoff time.Duration
+	// Threads is log.cleaner.threads (default 1): how many logs are
+	// cleaned at once.
+	Threads int
+	// DedupeBufferSize is log.cleaner.dedupe.buffer.size (default
+	// 134217728): the offset maps' memory, shared by the threads.
+	DedupeBufferSize int64
+	// ProducerIDExpirationMs is producer.id.expiration.ms (default
+	// 86400000): see CleanOptions.
+	ProducerIDExpirationMs int64
+}
+
+// SetCleanerSettings changes the cleaner's keys: a round under way keeps
+// the old ones, the next one (after the new backoff) takes these.
+func (m *Manager) SetCleanerSettings(s CleanerSettings) {
+	m.cleaner.Store(&s)
+	select {
+	case m.cleanerChanged <- struct{}{}:
+	default:
+	}
+}
+
+// cleanerSettings returns the cleaner's keys, defaults filled in.
+func (m *Manager) cleanerSettings() CleanerSettings {
+	s := *m.cleaner.Load()
+	if s.Backoff <= 0 {
+		s.Backoff = 15 * time.Second
+	}
+	s.Threads = max(s.Threads, 1)
+	if s.DedupeBufferSize <= 0 {
+		s.DedupeBufferSize = 128 << 20
+	}
+	return s
 }
 
 // OpenManager opens every partition directory in dir (creating dir if
@@ -113,6 +159,9 @@ func OpenManager(fs vfs.FS, dir string, opts ManagerOptions) (*Manager, error) {
 	m := &Manager{fs: fs, dir: dir, opts: opts, logger: opts.Logger, now: opts.Now,
 		logs: map[TopicPartition]*Log{}, deleting: map[*Log]*time.Timer{}}
 	m.recoveryThreads.Store(int64(opts.RecoveryThreads))
+	m.cleanerChanged = make(chan struct{}, 1)
+	m.cleaner.Store(&CleanerSettings{Backoff: opts.CleanerBackoff, Threads: opts.CleanerThreads,
+		DedupeBufferSize: opts.CleanerDedupeBufferSize, ProducerIDExpirationMs: opts.ProducerIDExpirationMs})
 	if m.logger == nil {
 		m.logger = slog.Default()
 	}
@@ -624,7 +673,7 @@ func (m *Manager) Start() {
 	}
 	if !m.opts.DisableCleaner {
 		m.cleanerDone = make(chan struct{})
-		go m.cleanerLoop(m.stop, m.cleanerDone, interval(m.opts.CleanerBackoff, 15*time.Second))
+		go m.cleanerLoop(m.stop, m.cleanerDone)
 	}
 	retention := time.NewTicker(interval(m.opts.RetentionCheckInterval, 300*time.Second))
 	flush := time.NewTicker(interval(m.opts.FlushCheckInterval, time.Second))

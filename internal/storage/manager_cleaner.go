@@ -10,9 +10,10 @@ import (
 	"time"
 )
 
-// cleanerLoop runs CleanLogs every backoff until stop is closed, which
-// also cancels a cleaning under way.
-func (m *Manager) cleanerLoop(stop <-chan struct{}, done chan<- struct{}, backoff time.Duration) {
+// cleanerLoop runs CleanLogs every log.cleaner.backoff.ms (as it is now:
+// SetCleanerSettings restarts the wait) until stop is closed, which also
+// cancels a cleaning under way.
+func (m *Manager) cleanerLoop(stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -23,12 +24,18 @@ func (m *Manager) cleanerLoop(stop <-chan struct{}, done chan<- struct{}, backof
 		case <-ctx.Done():
 		}
 	}()
+	backoff := m.cleanerSettings().Backoff
 	t := time.NewTicker(backoff)
 	defer t.Stop()
 	for {
 		select {
 		case <-stop:
 			return
+		case <-m.cleanerChanged:
+			if b := m.cleanerSettings().Backoff; b != backoff {
+				backoff = b
+				t.Reset(backoff)
+			}
 		case <-t.C:
 			m.CleanLogs(ctx, m.now())
 		}
@@ -38,7 +45,7 @@ func (m *Manager) cleanerLoop(stop <-chan struct{}, done chan<- struct{}, backof
 // CleanLogs is one round of the log cleaner: it cleans every compacted
 // log whose cleaning is due at now (its dirty ratio reached
 // min.cleanable.dirty.ratio, or a tombstone's delete horizon passed),
-// dirtiest first, CleanerThreads at a time, and writes
+// dirtiest first, CleanerSettings.Threads at a time, and writes
 // cleaner-offset-checkpoint after each. It returns how many logs it
 // cleaned. Failures are logged; a log whose data cannot be cleaned is
 // skipped until restart.
@@ -54,13 +61,10 @@ func (m *Manager) CleanLogs(ctx context.Context, now time.Time) int {
 		}
 	}
 	slices.SortStableFunc(due, func(a, b candidate) int { return cmp.Compare(b.ratio, a.ratio) })
-	threads := max(m.opts.CleanerThreads, 1)
-	buffer := m.opts.CleanerDedupeBufferSize
-	if buffer <= 0 {
-		buffer = 128 << 20
-	}
-	opts := CleanOptions{Now: now, DedupeBufferSize: buffer / int64(threads),
-		ProducerIDExpirationMs: m.opts.ProducerIDExpirationMs}
+	settings := m.cleanerSettings()
+	threads := settings.Threads
+	opts := CleanOptions{Now: now, DedupeBufferSize: settings.DedupeBufferSize / int64(threads),
+		ProducerIDExpirationMs: settings.ProducerIDExpirationMs}
 
 	var wg sync.WaitGroup
 	var mu sync.Mutex
