@@ -33,6 +33,7 @@ import (
 	"github.com/strata-io/strata/internal/metadata"
 	"github.com/strata-io/strata/internal/metrics"
 	"github.com/strata-io/strata/internal/producer"
+	"github.com/strata-io/strata/internal/record"
 	"github.com/strata-io/strata/internal/replica"
 	"github.com/strata-io/strata/internal/storage"
 	"github.com/strata-io/strata/internal/vfs"
@@ -151,6 +152,7 @@ func New(opts Options) (*Broker, error) {
 		CleanerThreads:          int(cfg.Int("log.cleaner.threads")),
 		CleanerDedupeBufferSize: cfg.Int("log.cleaner.dedupe.buffer.size"),
 		ProducerIDExpirationMs:  cfg.Int("producer.id.expiration.ms"),
+		DecompressionBudget:     record.NewBudget(cfg.Int("strata.decompression.budget.bytes")),
 
 		// Where a restarted replica's high watermark comes from.
 		HighWatermarkCheckpointInterval: time.Duration(cfg.Int("replica.high.watermark.checkpoint.interval.ms")) * time.Millisecond,

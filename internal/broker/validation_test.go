@@ -5,9 +5,14 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"io"
+	"net"
 	"os/exec"
+	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -290,5 +295,122 @@ func TestCorruptRetryIsNotADuplicate(t *testing.T) {
 	got := consumeN(t, b.Addr(), 3, "idem")
 	if len(got) != 3 || string(got[2].Value) != "v" {
 		t.Fatalf("consumed %d records", len(got))
+	}
+}
+
+// sendProduce sends one produce request of records to partition 0 of topic
+// on its own connection and returns the partition's error code. It is
+// safe to call from any goroutine.
+func sendProduce(addr, topic string, records []byte) (int16, error) {
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(60 * time.Second))
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis = 9, -1, 30_000
+	rtp := kmsg.NewProduceRequestTopic()
+	rtp.Topic = topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = records
+	rtp.Partitions = append(rtp.Partitions, rp)
+	req.Topics = append(req.Topics, rtp)
+	var rh kmsg.RequestFormatter
+	if _, err := conn.Write(rh.AppendRequest(nil, req, 1)); err != nil {
+		return 0, err
+	}
+	var size [4]byte
+	if _, err := io.ReadFull(conn, size[:]); err != nil {
+		return 0, err
+	}
+	buf := make([]byte, binary.BigEndian.Uint32(size[:]))
+	if _, err := io.ReadFull(conn, buf); err != nil {
+		return 0, err
+	}
+	resp := kmsg.NewPtrProduceResponse()
+	resp.Version = 9
+	if err := resp.ReadFrom(buf[5:]); err != nil { // correlation id, empty tags
+		return 0, err
+	}
+	return resp.Topics[0].Partitions[0].ErrorCode, nil
+}
+
+// TestConcurrentBombsStayWithinTheBudget sends 8 bombs at once, 4 LZ4
+// (whose decoder holds two 4 MiB blocks) and 4 zstd with an 8 MiB window
+// (which the decoder holds), each claiming 16 records, so decompressed
+// up to 16 MiB (16 times max.message.bytes), to a broker whose decompression
+// budget is 20 MiB, and measures the process's peak heap in use
+// (runtime.MemStats, sampled) above what it was before: at most the budget
+// and a fixed allowance for the 8 requests themselves and the runtime. The
+// same with a budget of 1 GiB is logged, to show what the budget saves.
+func TestConcurrentBombsStayWithinTheBudget(t *testing.T) {
+	const (
+		bombs     = 8
+		budget    = 20 << 20
+		allowance = 16 << 20 // 8 requests of 0.4 MB read and decoded, goroutines, GC lag
+	)
+	now := time.Now().UnixMilli()
+	lz4Bomb := rt.Wrap(record.CodecLz4, rt.Bomb(record.CodecLz4, 100<<20, false), rt.N(16, now))
+	zstdBomb := rt.Wrap(record.CodecZstd, rt.ZstdBomb(1<<30, 8<<20, false), rt.N(16, now))
+	peak := func(budget int) uint64 {
+		b := startBroker(t, map[string]string{"strata.decompression.budget.bytes": fmt.Sprint(budget)})
+		createTopic(t, newAdmin(t, b.Addr()), "bombed", 1, nil)
+		defer debug.SetGCPercent(debug.SetGCPercent(10)) // little garbage, so the heap is what is held
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		base := ms.HeapInuse
+		stop, sampled := make(chan struct{}), make(chan uint64)
+		go func() {
+			var top uint64
+			var ms runtime.MemStats
+			for {
+				runtime.ReadMemStats(&ms)
+				top = max(top, ms.HeapInuse)
+				select {
+				case <-stop:
+					sampled <- top
+					return
+				case <-time.After(time.Millisecond):
+				}
+			}
+		}()
+		codes := make(chan error, bombs)
+		var wg sync.WaitGroup
+		for i := range bombs {
+			bomb := lz4Bomb
+			if i%2 == 1 {
+				bomb = zstdBomb
+			}
+			wg.Go(func() {
+				code, err := sendProduce(b.Addr(), "bombed", bomb)
+				if err == nil && code != kerr.CorruptMessage.Code {
+					err = fmt.Errorf("bomb answered error %d", code)
+				}
+				codes <- err
+			})
+		}
+		wg.Wait()
+		close(stop)
+		top := <-sampled
+		close(codes)
+		for err := range codes {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if top < base {
+			return 0
+		}
+		return top - base
+	}
+	bounded := peak(budget)
+	unbounded := peak(1 << 30)
+	t.Logf("peak heap above the start during %d concurrent bombs: %.1f MiB with a %d MiB budget, %.1f MiB with 1 GiB",
+		bombs, float64(bounded)/(1<<20), budget>>20, float64(unbounded)/(1<<20))
+	if bounded > budget+allowance {
+		t.Fatalf("peak heap %.1f MiB above the start, more than the %d MiB budget and %d MiB allowance",
+			float64(bounded)/(1<<20), budget>>20, allowance>>20)
 	}
 }

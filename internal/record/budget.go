@@ -12,22 +12,26 @@ const DefaultBudgetBytes = 128 << 20
 // DefaultBudget is the budget used where the caller names none.
 var DefaultBudget = NewBudget(DefaultBudgetBytes)
 
-// Budget bounds the memory that decompressions in flight may hold, across
-// every goroutine that shares it (one per broker): a decompression reserves
-// its decoder's memory (window, block buffers and, when the output is kept
-// in memory, the output's limit) before it starts and gives it back when it
-// ends. A reservation that does not fit waits, first come first served, for
-// earlier ones to end; every reservation ends after a bounded amount of
-// work, since every decompression stops at its output limit. One that is
-// larger than the whole budget fails with ErrDecompress.
+// Budget bounds the memory that decoders hold, across every goroutine that
+// shares it (one per broker): a decompression reserves its decoder's memory
+// (window, block buffers and, when the output is kept in memory, the
+// output) before it starts. A decoder that ends goes back to the budget's
+// pool of idle decoders with its reservation, so the memory the pools keep
+// is inside the budget too; idle decoders are dropped as soon as a
+// reservation needs their room. A reservation that does not fit waits,
+// first come first served, for earlier ones to end; every decompression
+// ends after a bounded amount of work, since every one stops at its output
+// limit. One larger than the whole budget fails with ErrDecompress.
 //
 // A Budget is safe for concurrent use. A goroutine holds at most one
 // reservation at a time, so waiting cannot deadlock.
 type Budget struct {
 	mu       sync.Mutex
 	capacity int64
-	used     int64
-	waiting  []*budgetWaiter // first come, first served
+	used     int64 // reserved, by decoders busy and idle
+	idleUsed int64 // the part of used that idle decoders hold
+	waiting  []*budgetWaiter
+	idle     [numKinds][]*decoder
 }
 
 type budgetWaiter struct {
@@ -46,45 +50,124 @@ func NewBudget(capacity int64) *Budget {
 // Capacity returns the budget's size in bytes.
 func (b *Budget) Capacity() int64 { return b.capacity }
 
-// InUse returns the bytes reserved now.
+// InUse returns the bytes reserved by decompressions in flight.
 func (b *Budget) InUse() int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.used
+	return b.used - b.idleUsed
 }
 
-// acquire reserves n bytes, waiting while they do not fit.
-func (b *Budget) acquire(n int64) error {
+// Idle returns the bytes the pools of idle decoders hold.
+func (b *Budget) Idle() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.idleUsed
+}
+
+// reserve reserves n bytes, dropping idle decoders to make room, and
+// waiting while they do not fit.
+func (b *Budget) reserve(n int64) error {
 	if n > b.capacity {
 		return fmt.Errorf("%w: needs %d bytes, more than the decompression budget of %d", ErrDecompress, n, b.capacity)
 	}
+	var dropped []*decoder
 	b.mu.Lock()
-	if len(b.waiting) == 0 && b.used+n <= b.capacity {
-		b.used += n
-		b.mu.Unlock()
-		return nil
+	if len(b.waiting) == 0 {
+		for b.used+n > b.capacity && b.idleUsed > 0 {
+			dropped = append(dropped, b.dropIdleLocked())
+		}
+		if b.used+n <= b.capacity {
+			b.used += n
+			b.mu.Unlock()
+			closeAll(dropped)
+			return nil
+		}
 	}
 	w := &budgetWaiter{n: n, ready: make(chan struct{})}
 	b.waiting = append(b.waiting, w)
 	b.mu.Unlock()
-	<-w.ready // release has added n to used
+	closeAll(dropped)
+	<-w.ready // whoever woke us added n to used
 	return nil
 }
 
 // release gives back n bytes of a reservation and wakes the waiters that
-// now fit, in order.
+// now fit, in order, dropping idle decoders for them.
 func (b *Budget) release(n int64) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	b.used -= n
-	if b.used < 0 {
+	if b.used < b.idleUsed || b.used < 0 {
 		panic("record: decompression budget released more than was reserved")
 	}
-	for len(b.waiting) > 0 && b.used+b.waiting[0].n <= b.capacity {
+	dropped := b.wakeLocked()
+	b.mu.Unlock()
+	closeAll(dropped)
+}
+
+func (b *Budget) wakeLocked() []*decoder {
+	var dropped []*decoder
+	for len(b.waiting) > 0 {
 		w := b.waiting[0]
+		for b.used+w.n > b.capacity && b.idleUsed > 0 {
+			dropped = append(dropped, b.dropIdleLocked())
+		}
+		if b.used+w.n > b.capacity {
+			break
+		}
 		b.waiting[0] = nil
 		b.waiting = b.waiting[1:]
 		b.used += w.n
 		close(w.ready)
+	}
+	return dropped
+}
+
+// dropIdleLocked removes the largest idle decoder and its reservation; the
+// caller closes it outside the lock.
+func (b *Budget) dropIdleLocked() *decoder {
+	k := -1
+	for i := range b.idle {
+		if n := len(b.idle[i]); n > 0 && (k < 0 || b.idle[i][n-1].memory > b.idle[k][len(b.idle[k])-1].memory) {
+			k = i
+		}
+	}
+	d := b.idle[k][len(b.idle[k])-1]
+	b.idle[k] = b.idle[k][:len(b.idle[k])-1]
+	b.used -= d.memory
+	b.idleUsed -= d.memory
+	return d
+}
+
+// take returns an idle decoder of kind with its reservation, or nil.
+func (b *Budget) take(kind decoderKind) *decoder {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := len(b.idle[kind])
+	if n == 0 {
+		return nil
+	}
+	d := b.idle[kind][n-1]
+	b.idle[kind] = b.idle[kind][:n-1]
+	b.idleUsed -= d.memory
+	return d
+}
+
+// keep pools d, idle, with its reservation, unless its kind's pool is full
+// or a reservation waits for room: then it reports false and the caller
+// releases d's memory.
+func (b *Budget) keep(d *decoder) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.waiting) > 0 || len(b.idle[d.kind]) >= idleLimit[d.kind] {
+		return false
+	}
+	b.idle[d.kind] = append(b.idle[d.kind], d)
+	b.idleUsed += d.memory
+	return true
+}
+
+func closeAll(ds []*decoder) {
+	for _, d := range ds {
+		d.free()
 	}
 }

@@ -7,12 +7,10 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"sync"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/snappy"
 	"github.com/klauspost/compress/zstd"
-	"github.com/pierrec/lz4/v4"
 )
 
 // Decompression is bounded three ways, so that a batch of a few hundred
@@ -23,12 +21,13 @@ import (
 //     header claims (the record count, max.message.bytes). Nothing decodes
 //     a whole frame into memory and then looks at its size.
 //   - Decoder memory: zstd decoders are created with a bounded window
-//     (zstdClasses) and reused from small pools; LZ4 and snappy framing is
-//     walked before decoding, so the block buffers are known in advance;
-//     gzip's is fixed.
+//     (zstdWindows); LZ4 and snappy framing is walked before decoding, so
+//     the block buffers are known in advance (Strata decodes LZ4 frames
+//     itself, lz4.go, to own those buffers); gzip's is fixed.
 //   - All of it together: each decompression reserves its decoder's memory
-//     (and the output, when the output is kept) from a Budget first, so N
-//     concurrent bombs cost at most the budget.
+//     (and the output, when the output is kept) from a Budget first, and
+//     decoders are pooled inside the budget, so N concurrent bombs, and
+//     the idle decoders they leave, cost at most the budget.
 
 // ErrDecompress is returned for records that do not decompress, that
 // decompress to more than the limit, or whose decoder would need more
@@ -59,224 +58,248 @@ func UncompressedLimit(numRecords int32, maxMessageBytes int) int64 {
 // then blocks each prefixed with a 4-byte big-endian length).
 var xerialMagic = []byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0}
 
-// Memory a decoder may hold, reserved from the budget.
+// decoderKind is a kind of pooled decoder: a codec, and for LZ4 and zstd
+// the size of its buffers.
+type decoderKind uint8
+
+const (
+	kindGzip decoderKind = iota
+	kindSnappy
+	kindLz4x64K // LZ4 of 64 KiB blocks; then 256 KiB, 1 MiB, 4 MiB
+	kindLz4x256K
+	kindLz4x1M
+	kindLz4x4M
+	kindZstd256K // zstd of windows up to 256 KiB; then 2 MiB, 8 MiB
+	kindZstd2M
+	kindZstd8M
+	numKinds
+)
+
+// idleLimit is how many idle decoders of each kind a budget keeps.
+var idleLimit = [numKinds]int{
+	kindGzip: 8, kindSnappy: 8,
+	kindLz4x64K: 8, kindLz4x256K: 4, kindLz4x1M: 2, kindLz4x4M: 2,
+	kindZstd256K: 8, kindZstd2M: 4, kindZstd8M: 2,
+}
+
+// Memory decoders hold, reserved from the budget.
 const (
 	// streamWindow is the buffer the records walker reads a decoder
-	// through.
+	// through; every decoder has one.
 	streamWindow = 32 << 10
 	// gzipMemory covers klauspost's inflater: its 32 KiB window, Huffman
 	// tables and the gzip.Reader.
 	gzipMemory = 96 << 10
-	// lz4Overhead is the LZ4 reader itself, beside its two block buffers.
-	lz4Overhead = 16 << 10
-	// snappyOverhead is the snappy reader, beside its block buffer.
-	snappyOverhead = 4 << 10
+	// decoderOverhead is the decoder's own state beside its buffers.
+	decoderOverhead = 4 << 10
+	// zstdMaxBlock is zstd's largest block.
+	zstdMaxBlock = 128 << 10
+	// maxSnappyPooled is the largest snappy block buffer a pooled
+	// decoder keeps; a batch needing more gets a decoder of its own.
+	maxSnappyPooled = 1 << 20
 )
 
-// zstdClass is a pool of zstd decoders whose window is bounded by window.
-// A frame is decoded by the smallest class its window fits; a decoder keeps
-// its history buffer (the window and two blocks) between uses, so memory is
-// the class's, reserved whole.
-type zstdClass struct {
-	window uint64
-	memory int64
-	pool   chan *zstd.Decoder
-}
+// zstdWindows are the windows of the zstd kinds: 256 KiB covers franz-go's
+// 64 KiB and small batches of other clients (whose window shrinks to a
+// known content size), 2 MiB libzstd's window at the default level for an
+// unknown size (the Java client), 8 MiB the largest window the zstd format
+// asks decoders to support. A larger window is refused.
+var zstdWindows = [...]uint64{256 << 10, 2 << 20, 8 << 20} // kindZstd256K, kindZstd2M, kindZstd8M
 
-// zstdMaxBlock is zstd's largest block.
-const zstdMaxBlock = 128 << 10
-
-// zstdClasses: 256 KiB covers franz-go's 64 KiB window and small batches
-// of other clients (whose window shrinks to a known content size), 2 MiB
-// libzstd's window at the default level for unknown sizes (the Java
-// client), 8 MiB the largest window the zstd format asks decoders to
-// support. A larger window is refused.
-var zstdClasses = []*zstdClass{
-	newZstdClass(256<<10, 8),
-	newZstdClass(2<<20, 4),
-	newZstdClass(8<<20, 2),
-}
-
-func newZstdClass(window uint64, pooled int) *zstdClass {
-	// The history ring (window plus two blocks), the block decoder's
-	// literal and sequence buffers, and slack.
+// zstdMemory is what a zstd decoder of window holds: its history ring (the
+// window and two blocks, kept between frames), the block decoder's
+// literal and sequence buffers, and slack.
+func zstdMemory(window uint64) int64 {
 	block := min(int64(window), zstdMaxBlock)
-	memory := int64(window) + 2*block + 2*zstdMaxBlock + 64<<10
-	return &zstdClass{window: window, memory: memory, pool: make(chan *zstd.Decoder, pooled)}
+	return int64(window) + 2*block + 2*zstdMaxBlock + 64<<10
 }
 
-func (c *zstdClass) get() (*zstd.Decoder, error) {
-	select {
-	case d := <-c.pool:
-		return d, nil
-	default:
-	}
-	return zstd.NewReader(nil,
-		zstd.WithDecoderConcurrency(1), // decode on the caller's goroutine
-		zstd.WithDecoderLowmem(true),
-		zstd.WithDecoderMaxWindow(c.window),
-		zstd.WithDecoderMaxMemory(c.window))
-}
-
-func (c *zstdClass) put(d *zstd.Decoder) {
-	d.Reset(nil) // drop the source
-	select {
-	case c.pool <- d:
-	default:
-		d.Close()
-	}
-}
-
-// zstdClassFor picks the class of the first frame of src.
-func zstdClassFor(src []byte) (*zstdClass, error) {
+// zstdKindFor picks the kind whose window fits the first frame of src.
+func zstdKindFor(src []byte) (decoderKind, error) {
 	var h zstd.Header
 	if err := h.Decode(src); err != nil {
-		return nil, err
+		return 0, err
 	}
 	window := h.WindowSize
 	switch {
 	case h.Skippable:
-		window = zstdClasses[len(zstdClasses)-1].window // cannot tell: the largest
+		window = zstdWindows[len(zstdWindows)-1] // cannot tell: the largest
 	case h.SingleSegment:
 		window = h.FrameContentSize
 	}
-	for _, c := range zstdClasses {
-		if window <= c.window {
-			return c, nil
+	for i, w := range zstdWindows {
+		if window <= w {
+			return kindZstd256K + decoderKind(i), nil
 		}
 	}
-	return nil, fmt.Errorf("zstd window of %d bytes, more than the %d Strata decodes", window, zstdClasses[len(zstdClasses)-1].window)
+	return 0, fmt.Errorf("zstd window of %d bytes, more than the %d Strata decodes", window, zstdWindows[len(zstdWindows)-1])
 }
 
-var (
-	gzipReaders = sync.Pool{}
-	lz4Readers  = sync.Pool{New: func() any {
-		r := lz4.NewReader(nil)
-		if err := r.Apply(lz4.ConcurrencyOption(1)); err != nil {
-			panic(err) // a valid option on a new reader
-		}
-		return r
-	}}
-	decoders = sync.Pool{New: func() any { return new(decoder) }}
-)
-
-// decoder is one decompression in flight: an io.Reader of a records
-// section's uncompressed bytes, holding a budget reservation until close.
+// decoder is one decompression's state: an io.Reader of a records
+// section's uncompressed bytes, and the window the walker reads it
+// through. It holds its memory's reservation from its budget while in use
+// and while idle in the budget's pool.
 type decoder struct {
-	src    bytes.Reader
-	r      io.Reader
-	gz     *gzip.Reader
-	lz     *lz4.Reader
-	zs     *zstd.Decoder
-	zclass *zstdClass
-	sn     snappyReader
+	kind   decoderKind
+	memory int64 // reserved from budget
 	budget *Budget
-	memory int64
+	window []byte
+
+	src bytes.Reader
+	r   io.Reader
+	gz  *gzip.Reader
+	zs  *zstd.Decoder
+	lz  lz4Reader
+	buf []byte // LZ4's block buffer, snappy's
+	sn  snappyReader
 }
 
-// openDecoder returns a decoder of the compressed records src, reserving
-// extra bytes from budget beside its own memory. limit is the output
-// limit; snappy's framing is checked against it before anything is
-// decoded. close must follow.
+// openDecoder returns a decoder of the compressed records src, from
+// budget's pool or new, with extra bytes reserved beside its own memory
+// (the output, for Decompress). limit is the output limit; snappy's
+// framing is checked against it before anything is decoded. close must
+// follow.
 func openDecoder(codec int, src []byte, limit, extra int64, budget *Budget) (*decoder, error) {
-	d := decoders.Get().(*decoder)
-	d.src.Reset(src)
-	var memory int64
-	var err error
-	switch codec {
-	case CodecGzip:
-		memory = gzipMemory
-	case CodecSnappy:
-		memory, err = d.sn.prepare(src, limit)
-	case CodecLz4:
-		var block int
-		if block, err = lz4MaxBlock(src); err == nil {
-			memory = 2*int64(block) + lz4Overhead
-		}
-	case CodecZstd:
-		if d.zclass, err = zstdClassFor(src); err == nil {
-			memory = d.zclass.memory
-		}
-	default:
-		err = fmt.Errorf("%w: %d", ErrCodec, codec)
-	}
-	if err == nil {
-		d.memory = memory + extra
-		d.budget = budget
-		if err = budget.acquire(d.memory); err != nil {
-			d.budget = nil
-		}
-	}
-	if err == nil {
-		err = d.start(codec)
-	}
+	kind, memory, err := decoderFor(codec, src, limit)
 	if err != nil {
-		d.close()
 		if errors.Is(err, ErrDecompress) || errors.Is(err, ErrCodec) {
 			return nil, err
 		}
 		return nil, fmt.Errorf("%w: codec %d: %w", ErrDecompress, codec, err)
 	}
+	d := budget.take(kind)
+	switch {
+	case d != nil && extra > 0:
+		// One reservation at a time: give the idle one's back, then
+		// reserve the whole.
+		budget.release(d.memory)
+		if err := budget.reserve(d.memory + extra); err != nil {
+			d.free()
+			return nil, err
+		}
+	case d == nil:
+		if err := budget.reserve(memory + extra); err != nil {
+			return nil, err
+		}
+		d = &decoder{kind: kind, memory: memory, budget: budget, window: make([]byte, streamWindow)}
+	}
+	if err := d.start(codec, src, extra); err != nil {
+		d.close(extra)
+		return nil, fmt.Errorf("%w: codec %d: %w", ErrDecompress, codec, err)
+	}
 	return d, nil
 }
 
-// start makes the codec's reader, once the memory is reserved.
-func (d *decoder) start(codec int) error {
+// decoderFor returns the kind of decoder src needs and its memory.
+func decoderFor(codec int, src []byte, limit int64) (decoderKind, int64, error) {
 	switch codec {
 	case CodecGzip:
-		gz, _ := gzipReaders.Get().(*gzip.Reader)
-		if gz == nil {
-			gz = new(gzip.Reader)
+		return kindGzip, gzipMemory + streamWindow + decoderOverhead, nil
+	case CodecSnappy:
+		largest, err := snappyLargestBlock(src, limit)
+		if err != nil {
+			return 0, 0, err
 		}
-		d.gz = gz
+		return kindSnappy, int64(max(largest, maxSnappyPooled)) + streamWindow + decoderOverhead, nil
+	case CodecLz4:
+		block, err := lz4MaxBlock(src)
+		if err != nil {
+			return 0, 0, err
+		}
+		kind := kindLz4x64K
+		for size := 64 << 10; size < block; size <<= 2 {
+			kind++
+		}
+		return kind, int64(lz4History+block) + streamWindow + decoderOverhead, nil
+	case CodecZstd:
+		kind, err := zstdKindFor(src)
+		if err != nil {
+			return 0, 0, err
+		}
+		return kind, zstdMemory(zstdWindows[kind-kindZstd256K]) + streamWindow + decoderOverhead, nil
+	}
+	return 0, 0, fmt.Errorf("%w: %d", ErrCodec, codec)
+}
+
+// start readies the decoder for src.
+func (d *decoder) start(codec int, src []byte, extra int64) error {
+	d.src.Reset(src)
+	switch codec {
+	case CodecGzip:
+		if d.gz == nil {
+			d.gz = new(gzip.Reader)
+		}
 		// bytes.Reader is an io.ByteReader: the inflater reads it
 		// directly, with no bufio.Reader of its own.
-		if err := gz.Reset(&d.src); err != nil {
+		if err := d.gz.Reset(&d.src); err != nil {
 			return err
 		}
-		d.r = gz
+		d.r = d.gz
 	case CodecSnappy:
+		need := int(d.memory - streamWindow - decoderOverhead)
+		if cap(d.buf) < need {
+			d.buf = make([]byte, need)
+		}
+		d.sn.reset(src, d.buf[:cap(d.buf)])
 		d.r = &d.sn
 	case CodecLz4:
-		d.lz = lz4Readers.Get().(*lz4.Reader)
-		d.lz.Reset(&d.src)
-		d.r = d.lz
+		need := int(d.memory - streamWindow - decoderOverhead)
+		if cap(d.buf) < need {
+			d.buf = make([]byte, need)
+		}
+		d.lz.reset(src, d.buf[:need])
+		d.r = &d.lz
 	case CodecZstd:
-		zs, err := d.zclass.get()
-		if err != nil {
+		if d.zs == nil {
+			window := zstdWindows[d.kind-kindZstd256K]
+			zs, err := zstd.NewReader(nil,
+				zstd.WithDecoderConcurrency(1), // decode on the caller's goroutine
+				zstd.WithDecoderLowmem(true),
+				zstd.WithDecoderMaxWindow(window),
+				zstd.WithDecoderMaxMemory(window))
+			if err != nil {
+				return err
+			}
+			d.zs = zs
+		}
+		// Not a bytes.Buffer: the decoder streams it, rather than
+		// decode it whole into memory.
+		if err := d.zs.Reset(&d.src); err != nil {
 			return err
 		}
-		d.zs = zs
-		if err := zs.Reset(&d.src); err != nil {
-			return err
-		}
-		d.r = zs
+		d.r = d.zs
 	}
 	return nil
 }
 
 func (d *decoder) Read(p []byte) (int, error) { return d.r.Read(p) }
 
-// close returns the decoder's state to its pools and its memory to the
-// budget.
-func (d *decoder) close() {
-	if d.gz != nil {
-		gzipReaders.Put(d.gz)
-	}
-	if d.lz != nil {
-		d.lz.Reset(nil)
-		lz4Readers.Put(d.lz)
-	}
-	if d.zs != nil {
-		d.zclass.put(d.zs)
-	}
-	d.sn.reset()
-	if d.budget != nil {
-		d.budget.release(d.memory)
-	}
+// close ends the decompression: extra is given back, and the decoder goes
+// idle into its budget's pool with its own reservation, or is freed.
+func (d *decoder) close(extra int64) {
 	d.src.Reset(nil)
-	*d = decoder{src: d.src, sn: d.sn}
-	decoders.Put(d)
+	d.r = nil
+	d.lz.reset(nil, nil)
+	d.sn.reset(nil, nil)
+	if d.zs != nil {
+		d.zs.Reset(nil) // drop the source
+	}
+	b := d.budget
+	if extra > 0 {
+		b.release(extra)
+	}
+	if d.kind == kindSnappy && cap(d.buf) > maxSnappyPooled || !b.keep(d) {
+		b.release(d.memory)
+		d.free()
+	}
+}
+
+// free lets go of what the decoder holds outside the heap's reach.
+func (d *decoder) free() {
+	if d.zs != nil {
+		d.zs.Close()
+		d.zs = nil
+	}
 }
 
 // snappyReader decodes a raw snappy block, or the xerial-framed blocks of
@@ -284,26 +307,31 @@ func (d *decoder) close() {
 type snappyReader struct {
 	blocks []byte // what is left to decode
 	xerial bool
-	buf    []byte // the decoded block
-	pos    int
+	buf    []byte // room for the largest block
+	out    []byte // decoded, not yet read
 }
 
-// maxPooledSnappy is the largest block buffer kept between uses.
-const maxPooledSnappy = 1 << 20
-
-// prepare walks the framing of src: every block's decoded length is read
-// from its header, checked against limit one by one and in total, and the
-// largest is the buffer to reserve.
-func (s *snappyReader) prepare(src []byte, limit int64) (int64, error) {
-	s.blocks, s.xerial, s.pos = src, false, 0
-	s.buf = s.buf[:0]
-	if bytes.HasPrefix(src, xerialMagic) && len(src) >= 16 {
+func (s *snappyReader) reset(src, buf []byte) {
+	*s = snappyReader{blocks: src, buf: buf}
+	if isXerial(src) {
 		s.xerial, s.blocks = true, src[16:]
 	}
+}
+
+func isXerial(src []byte) bool { return bytes.HasPrefix(src, xerialMagic) && len(src) >= 16 }
+
+// snappyLargestBlock walks the framing of src: every block's decoded
+// length is read from its header, checked against limit one by one and in
+// total, and the largest is returned, the buffer to reserve.
+func snappyLargestBlock(src []byte, limit int64) (int, error) {
+	xerial := isXerial(src)
+	if xerial {
+		src = src[16:]
+	}
 	largest, total := 0, int64(0)
-	for b := s.blocks; ; {
+	for b := src; ; {
 		block := b
-		if s.xerial {
+		if xerial {
 			if len(b) == 0 {
 				break
 			}
@@ -324,117 +352,36 @@ func (s *snappyReader) prepare(src []byte, limit int64) (int64, error) {
 		if total > limit {
 			return 0, fmt.Errorf("%w: snappy blocks decode to more than %d bytes", ErrDecompress, limit)
 		}
-		if !s.xerial {
+		if !xerial {
 			break
 		}
 	}
-	if cap(s.buf) < largest {
-		s.buf = make([]byte, 0, largest)
-	}
-	return int64(cap(s.buf)) + snappyOverhead, nil
+	return largest, nil
 }
 
 func (s *snappyReader) Read(p []byte) (int, error) {
-	for s.pos == len(s.buf) {
+	for len(s.out) == 0 {
 		if len(s.blocks) == 0 {
 			return 0, io.EOF
 		}
 		block := s.blocks
 		if s.xerial {
-			n := binary.BigEndian.Uint32(s.blocks) // checked by prepare
+			n := binary.BigEndian.Uint32(s.blocks) // checked before
 			block, s.blocks = s.blocks[4:4+n], s.blocks[4+n:]
 		} else {
 			s.blocks = nil
 		}
-		// Strict: Strata's consumers' decoders (Java, librdkafka) do
-		// not know s2's extensions.
-		out, err := snappy.DecodeStrict(s.buf[:cap(s.buf)], block)
+		// Strict: consumers' decoders (Java, librdkafka) do not know
+		// s2's extensions.
+		out, err := snappy.DecodeStrict(s.buf, block)
 		if err != nil {
 			return 0, err
 		}
-		s.buf, s.pos = out, 0
+		s.out = out
 	}
-	n := copy(p, s.buf[s.pos:])
-	s.pos += n
+	n := copy(p, s.out)
+	s.out = s.out[n:]
 	return n, nil
-}
-
-func (s *snappyReader) reset() {
-	s.blocks = nil
-	if cap(s.buf) > maxPooledSnappy {
-		s.buf = nil
-	}
-	s.buf, s.pos = s.buf[:0], 0
-}
-
-// LZ4 frame format constants (lz4_Frame_format.md).
-const (
-	lz4FrameMagic     = 0x184D2204
-	lz4SkippableMagic = 0x184D2A50 // the low four bits are free
-)
-
-// lz4MaxBlock walks the LZ4 frames of src, without decoding, and returns
-// the largest block size their descriptors declare: the reader holds two
-// buffers of it. Blocks larger than their frame allows, unknown flags and
-// legacy frames (which Kafka never writes) are refused.
-func lz4MaxBlock(src []byte) (int, error) {
-	errFrame := errors.New("malformed LZ4 frame")
-	largest := 0
-	for p := 0; p < len(src); {
-		if len(src)-p < 8 {
-			return 0, errFrame
-		}
-		magic := binary.LittleEndian.Uint32(src[p:])
-		if magic&^0xF == lz4SkippableMagic {
-			n := int64(binary.LittleEndian.Uint32(src[p+4:]))
-			if n > int64(len(src)-p-8) {
-				return 0, errFrame
-			}
-			p += 8 + int(n)
-			continue
-		}
-		if magic != lz4FrameMagic {
-			return 0, errFrame
-		}
-		flg, bd := src[p+4], src[p+5]
-		if flg>>6 != 1 || flg&0x02 != 0 || bd&0x8F != 0 || bd>>4 < 4 {
-			return 0, errFrame
-		}
-		block := 1 << (2*int(bd>>4) + 8) // 4: 64 KiB … 7: 4 MiB
-		largest = max(largest, block)
-		p += 6 + 1 // magic, FLG, BD, header checksum
-		if flg&0x08 != 0 {
-			p += 8 // content size
-		}
-		if flg&0x01 != 0 {
-			p += 4 // dictionary id
-		}
-		for {
-			if len(src)-p < 4 {
-				return 0, errFrame
-			}
-			n := binary.LittleEndian.Uint32(src[p:])
-			p += 4
-			if n == 0 {
-				break // end mark
-			}
-			size := int(n &^ (1 << 31))
-			if size > block || size > len(src)-p {
-				return 0, errFrame
-			}
-			p += size
-			if flg&0x10 != 0 {
-				p += 4 // block checksum
-			}
-		}
-		if flg&0x04 != 0 {
-			p += 4 // content checksum
-		}
-		if p > len(src) {
-			return 0, errFrame
-		}
-	}
-	return largest, nil
 }
 
 // Decompress returns an uncompressed copy of a compressed batch: the same
@@ -462,11 +409,12 @@ func Decompress(batch []byte, size int64, budget *Budget) ([]byte, error) {
 	if size < 0 || size > math.MaxInt32 {
 		return nil, fmt.Errorf("%w: %d bytes", ErrDecompress, size)
 	}
-	d, err := openDecoder(h.Codec(), batch[HeaderSize:h.Size()], size, size+HeaderSize, budget)
+	extra := size + HeaderSize
+	d, err := openDecoder(h.Codec(), batch[HeaderSize:h.Size()], size, extra, budget)
 	if err != nil {
 		return nil, err
 	}
-	defer d.close()
+	defer d.close(extra)
 	// One byte more than expected, to see the stream end where it should
 	// (and its trailer checked).
 	out := make([]byte, HeaderSize+int(size)+1)

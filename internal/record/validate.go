@@ -165,14 +165,12 @@ func walkBatch(batch []byte, h *Header, produced bool, opts *ValidateOptions, fn
 			budget = DefaultBudget
 		}
 		limit := UncompressedLimit(h.NumRecords, opts.MaxMessageBytes)
-		d, err := openDecoder(h.Codec(), section, limit, streamWindow, budget)
+		d, err := openDecoder(h.Codec(), section, limit, 0, budget)
 		if err != nil {
 			return 0, err
 		}
-		defer d.close()
-		win := windows.Get().(*[]byte)
-		defer windows.Put(win)
-		w.streamed(d, limit, *win)
+		defer d.close(0)
+		w.streamed(d, limit, d.window)
 	}
 	err := walkRecords(&w, h, produced, opts.RequireKeys, fn)
 	if errors.Is(err, errStopped) {

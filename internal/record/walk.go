@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
 )
 
 // A record inside the (uncompressed) records section, Kafka's DefaultRecord:
@@ -53,8 +52,6 @@ type walker struct {
 	eof    bool
 	err    error // the source's failure (ErrDecompress), which ends the walk
 }
-
-var windows = sync.Pool{New: func() any { b := make([]byte, streamWindow); return &b }}
 
 // inMemory starts a walk over records.
 func (w *walker) inMemory(records []byte) {

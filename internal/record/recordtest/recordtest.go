@@ -185,7 +185,7 @@ func Bomb(codec int, size int64, sizeHint bool) []byte {
 	case record.CodecGzip:
 		return gzipBomb(prefix, size)
 	case record.CodecZstd:
-		return zstdFrame(prefix, size, sizeHint, 0)
+		return zstdFrame(prefix, size, sizeHint, 0, 1<<20)
 	case record.CodecLz4:
 		return lz4Bomb(prefix, size, sizeHint)
 	case record.CodecSnappy:
@@ -213,17 +213,24 @@ func gzipBomb(prefix []byte, size int64) []byte {
 	return out.Bytes()
 }
 
-// zstdFrame crafts one zstd frame: a raw block of prefix, then RLE blocks
-// of zeros up to size bytes in all, then, when extra > 0, extra more zero
-// bytes past what the frame content size (written when sizeHint) claims.
-func zstdFrame(prefix []byte, size int64, sizeHint bool, extra int64) []byte {
+// ZstdBomb is Bomb for zstd, with a frame whose window is window bytes
+// (a power of two), which the decoder must hold.
+func ZstdBomb(size int64, window int, sizeHint bool) []byte {
+	return zstdFrame(BombPrefix(size), size, sizeHint, 0, window)
+}
+
+// zstdFrame crafts one zstd frame declaring window: a raw block of prefix,
+// then RLE blocks of zeros up to size bytes in all, then, when extra > 0,
+// extra more zero bytes past what the frame content size (written when
+// sizeHint) claims.
+func zstdFrame(prefix []byte, size int64, sizeHint bool, extra int64, window int) []byte {
 	out := binary.LittleEndian.AppendUint32(nil, 0xFD2FB528)
 	if sizeHint {
 		// Frame header descriptor: 8-byte content size, a window.
-		out = append(out, 0xC0, windowDescriptor(1<<20))
+		out = append(out, 0xC0, windowDescriptor(window))
 		out = binary.LittleEndian.AppendUint64(out, uint64(size))
 	} else {
-		out = append(out, 0x00, windowDescriptor(1<<20))
+		out = append(out, 0x00, windowDescriptor(window))
 	}
 	block := func(typ int, n int, last bool) {
 		hdr := uint32(n)<<3 | uint32(typ)<<1
@@ -313,7 +320,7 @@ func xerialBomb(prefix []byte, size int64) []byte {
 func Endless(codec int, section []byte, extra int64) []byte {
 	switch codec {
 	case record.CodecZstd:
-		return zstdFrame(section, int64(len(section)), true, extra)
+		return zstdFrame(section, int64(len(section)), true, extra, 1<<20)
 	case record.CodecLz4:
 		var out bytes.Buffer
 		w := lz4.NewWriter(&out)
