@@ -135,7 +135,8 @@ when healthy; otherwise prints why on one line and exits 1.`,
 
 // healthProblems counts the partitions and lists, one line each, why the
 // cluster in md is unhealthy: no controller, a topic or partition error, a
-// partition without a leader or with an ISR smaller than its replicas.
+// partition offline (without a leader) or under-replicated (with an ISR
+// smaller than its replicas).
 func healthProblems(md kadm.Metadata) (partitions int, problems []string) {
 	problems = []string{}
 	if md.Controller < 0 {
@@ -150,13 +151,23 @@ func healthProblems(md kadm.Metadata) (partitions int, problems []string) {
 			partitions++
 			switch {
 			case p.Leader < 0:
-				problems = append(problems, fmt.Sprintf("partition %s/%d has no leader", td.Topic, p.Partition))
+				problems = append(problems, fmt.Sprintf("partition %s/%d is offline: no leader (replicas %s, offline %s)",
+					td.Topic, p.Partition, ints(p.Replicas), ints(orEmpty(p.OfflineReplicas))))
 			case len(p.ISR) < len(p.Replicas):
-				problems = append(problems, fmt.Sprintf("partition %s/%d is under-replicated (ISR %s of replicas %s)", td.Topic, p.Partition, ints(p.ISR), ints(p.Replicas)))
+				problems = append(problems, fmt.Sprintf("partition %s/%d is under-replicated (ISR %s of replicas %s%s)",
+					td.Topic, p.Partition, ints(p.ISR), ints(p.Replicas), offlineNote(p.OfflineReplicas)))
 			case p.Err != nil:
 				problems = append(problems, fmt.Sprintf("partition %s/%d: %s", td.Topic, p.Partition, kafkaError(p.Err)))
 			}
 		}
 	}
 	return partitions, problems
+}
+
+// offlineNote names a partition's offline replicas, if any.
+func offlineNote(offline []int32) string {
+	if len(offline) == 0 {
+		return ""
+	}
+	return ", offline " + ints(offline)
 }

@@ -59,6 +59,8 @@ func TestHealthProblems(t *testing.T) {
 			"sick": {Topic: "sick", Partitions: kadm.PartitionDetails{
 				0: {Topic: "sick", Partition: 0, Leader: -1, Replicas: []int32{1}, ISR: []int32{}, Err: kerr.LeaderNotAvailable},
 				1: {Topic: "sick", Partition: 1, Leader: 2, Replicas: []int32{1, 2, 3}, ISR: []int32{2}},
+				2: {Topic: "sick", Partition: 2, Leader: -1, Replicas: []int32{1, 3}, ISR: []int32{1}, OfflineReplicas: []int32{1, 3}, Err: kerr.LeaderNotAvailable},
+				3: {Topic: "sick", Partition: 3, Leader: 2, Replicas: []int32{2, 3}, ISR: []int32{2}, OfflineReplicas: []int32{3}},
 			}},
 			"gone": {Topic: "gone", Err: errors.New("boom")},
 		},
@@ -67,11 +69,13 @@ func TestHealthProblems(t *testing.T) {
 	want := []string{
 		"no active controller",
 		"topic gone: boom",
-		"partition sick/0 has no leader",
+		"partition sick/0 is offline: no leader (replicas [1], offline [])",
 		"partition sick/1 is under-replicated (ISR [2] of replicas [1,2,3])",
+		"partition sick/2 is offline: no leader (replicas [1,3], offline [1,3])",
+		"partition sick/3 is under-replicated (ISR [2] of replicas [2,3], offline [3])",
 	}
-	if n != 3 || !slices.Equal(problems, want) {
-		t.Fatalf("got %d partitions, %q; want 3, %q", n, problems, want)
+	if n != 5 || !slices.Equal(problems, want) {
+		t.Fatalf("got %d partitions, %q; want 5, %q", n, problems, want)
 	}
 	if n, problems := healthProblems(kadm.Metadata{Controller: 1}); n != 0 || len(problems) != 0 {
 		t.Fatalf("empty healthy cluster: %d, %q", n, problems)

@@ -212,14 +212,17 @@ func topicListCommand(o *clientOptions) *cobra.Command {
 
 // partitionInfo is one partition in topic describe.
 type partitionInfo struct {
-	Partition     int32   `json:"partition"`
-	Leader        int32   `json:"leader"`
-	LeaderEpoch   int32   `json:"leader_epoch"`
-	Replicas      []int32 `json:"replicas"`
-	ISR           []int32 `json:"isr"`
-	LogStart      int64   `json:"log_start_offset"`
-	HighWatermark int64   `json:"high_watermark"`
-	Error         string  `json:"error,omitempty"`
+	Partition   int32   `json:"partition"`
+	Leader      int32   `json:"leader"`
+	LeaderEpoch int32   `json:"leader_epoch"`
+	Replicas    []int32 `json:"replicas"`
+	ISR         []int32 `json:"isr"`
+	// OfflineReplicas are the replicas on brokers that are fenced or
+	// gone (Metadata's OfflineReplicas).
+	OfflineReplicas []int32 `json:"offline_replicas"`
+	LogStart        int64   `json:"log_start_offset"`
+	HighWatermark   int64   `json:"high_watermark"`
+	Error           string  `json:"error,omitempty"`
 }
 
 // configInfo is one config that is not at its default.
@@ -306,7 +309,7 @@ func describeTopics(ctx context.Context, o *clientOptions, adm *kadm.Client, top
 		for _, p := range td.Partitions.Sorted() {
 			pi := partitionInfo{
 				Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
-				Replicas: orEmpty(p.Replicas), ISR: orEmpty(p.ISR), LogStart: -1, HighWatermark: -1,
+				Replicas: orEmpty(p.Replicas), ISR: orEmpty(p.ISR), OfflineReplicas: orEmpty(p.OfflineReplicas), LogStart: -1, HighWatermark: -1,
 			}
 			if p.Err != nil {
 				pi.Error = kafkaError(p.Err)
@@ -352,6 +355,14 @@ func topicExists(md kadm.TopicDetails, t string) error {
 	return nil
 }
 
+// leaderString shows a partition without a leader as "none".
+func leaderString(leader int32) string {
+	if leader < 0 {
+		return "none"
+	}
+	return strconv.Itoa(int(leader))
+}
+
 func orEmpty(s []int32) []int32 {
 	if s == nil {
 		return []int32{}
@@ -393,13 +404,14 @@ func printTopicDescription(w io.Writer, d topicDescription) error {
 	}
 	fmt.Fprintln(w)
 	withErrors := slices.ContainsFunc(d.Partitions, func(p partitionInfo) bool { return p.Error != "" })
-	header := []string{"PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "LOG-START", "HIGH-WATERMARK"}
+	header := []string{"PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "OFFLINE", "LOG-START", "HIGH-WATERMARK"}
 	if withErrors {
 		header = append(header, "ERROR")
 	}
 	t = newTable(w, header...)
 	for _, p := range d.Partitions {
-		row := []any{p.Partition, p.Leader, p.LeaderEpoch, ints(p.Replicas), ints(p.ISR), offsetString(p.LogStart), offsetString(p.HighWatermark)}
+		row := []any{p.Partition, leaderString(p.Leader), p.LeaderEpoch, ints(p.Replicas), ints(p.ISR), ints(p.OfflineReplicas),
+			offsetString(p.LogStart), offsetString(p.HighWatermark)}
 		if withErrors {
 			row = append(row, p.Error)
 		}

@@ -479,6 +479,7 @@ func (b *Broker) replicaOptions() replica.Options {
 		Now:        b.now,
 		Logger:     b.logger,
 		Context:    b.ctx,
+		ISRChanged: b.countISRChange,
 	}
 	if b.isr != nil {
 		opts.AlterPartition = func(ctx context.Context, topic string, partition int32, c replica.ISRChange) (int32, error) {

@@ -6,13 +6,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/strata-io/strata/internal/config"
 	"github.com/strata-io/strata/internal/wire"
 )
 
 // stateCollector computes the broker's gauges when Prometheus scrapes:
 // partition and leader counts, under-replicated, under-min-ISR and offline
-// partitions, the active controller count, log sizes and consumer lag.
+// partitions, the active controller count, log sizes, the replica
+// fetchers' lag and consumer lag.
 type stateCollector struct{ b *Broker }
 
 var (
@@ -25,13 +25,15 @@ var (
 	descLogSize          = prometheus.NewDesc("strata_log_size_bytes", "Bytes of log on disk per partition (Kafka: Log Size).", []string{"topic", "partition"}, nil)
 	descLogEnd           = prometheus.NewDesc("strata_log_end_offset", "Log end offset per partition (Kafka: LogEndOffset).", []string{"topic", "partition"}, nil)
 	descLogStart         = prometheus.NewDesc("strata_log_start_offset", "Log start offset per partition (Kafka: LogStartOffset).", []string{"topic", "partition"}, nil)
+	descFetcherLag       = prometheus.NewDesc("strata_replica_fetcher_lag", "Records a partition followed here is behind the high watermark its leader last sent (Kafka: FetcherLagMetrics ConsumerLag).", []string{"topic", "partition"}, nil)
+	descFetcherMaxLag    = prometheus.NewDesc("strata_replica_fetcher_max_lag", "The largest lag, in records, over the partitions followed here (Kafka: ReplicaFetcherManager MaxLag).", nil, nil)
 	descGroupLag         = prometheus.NewDesc("strata_consumer_group_lag", "Records between a group's committed offset and the high watermark.", []string{"group", "topic", "partition"}, nil)
 	descGroupLagSeconds  = prometheus.NewDesc("strata_consumer_group_lag_seconds", "Age of the oldest record a group has not committed past (0 when caught up).", []string{"group", "topic", "partition"}, nil)
 )
 
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descPartitions, descLeaders, descUnderReplicated, descUnderMinISR, descOffline,
-		descActiveController, descLogSize, descLogEnd, descLogStart, descGroupLag, descGroupLagSeconds} {
+		descActiveController, descLogSize, descLogEnd, descLogStart, descFetcherLag, descFetcherMaxLag, descGroupLag, descGroupLagSeconds} {
 		ch <- d
 	}
 }
@@ -42,27 +44,20 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	if img == nil {
 		return
 	}
+	// Offline partitions are the metadata's view (Kafka's controller
+	// reports them); the others are the replicas' own, as Kafka's
+	// ReplicaManager reports them: a leader's ISR may be newer than the
+	// image.
 	var hosted, leaders, under, underMin, offline int
 	for _, t := range img.Topics {
-		minISR := config.ResolveTopic(b.topicConfig(img, t.Name), nil).Int("min.insync.replicas")
 		for i := range t.Partitions {
-			p := &t.Partitions[i]
-			if p.Leader < 0 {
+			if t.Partitions[i].Leader < 0 {
 				offline++
-			}
-			if p.Leader != b.nodeID {
-				continue
-			}
-			leaders++
-			if len(p.ISR) < len(p.Replicas) {
-				under++
-			}
-			if int64(len(p.ISR)) < minISR {
-				underMin++
 			}
 		}
 	}
 	now := b.now()
+	var maxLag int64
 	b.partitionsMu.RLock()
 	hosted = len(b.partitions)
 	for key, p := range b.partitions {
@@ -71,8 +66,23 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descLogSize, prometheus.GaugeValue, float64(stats.Size), key.topic, part)
 		ch <- prometheus.MustNewConstMetric(descLogEnd, prometheus.GaugeValue, float64(stats.LogEndOffset), key.topic, part)
 		ch <- prometheus.MustNewConstMetric(descLogStart, prometheus.GaugeValue, float64(stats.LogStartOffset), key.topic, part)
+		r := p.Replication()
+		if r.Leader {
+			leaders++
+		}
+		if r.UnderReplicated() {
+			under++
+		}
+		if r.UnderMinISR() {
+			underMin++
+		}
+		if r.FetcherLag >= 0 {
+			ch <- prometheus.MustNewConstMetric(descFetcherLag, prometheus.GaugeValue, float64(r.FetcherLag), key.topic, part)
+			maxLag = max(maxLag, r.FetcherLag)
+		}
 	}
 	b.partitionsMu.RUnlock()
+	ch <- prometheus.MustNewConstMetric(descFetcherMaxLag, prometheus.GaugeValue, float64(maxLag))
 	ch <- prometheus.MustNewConstMetric(descPartitions, prometheus.GaugeValue, float64(hosted))
 	ch <- prometheus.MustNewConstMetric(descLeaders, prometheus.GaugeValue, float64(leaders))
 	ch <- prometheus.MustNewConstMetric(descUnderReplicated, prometheus.GaugeValue, float64(under))
@@ -100,6 +110,15 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 			ch <- prometheus.MustNewConstMetric(descGroupLagSeconds, prometheus.GaugeValue, seconds, g.Group, o.Topic, part)
 		}
+	}
+}
+
+// countISRChange counts an ISR change a partition led here committed.
+func (b *Broker) countISRChange(shrink bool) {
+	if shrink {
+		b.metrics.IsrShrinks.Inc()
+	} else {
+		b.metrics.IsrExpands.Inc()
 	}
 }
 

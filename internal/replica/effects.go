@@ -28,6 +28,9 @@ func (p *Partition) applyLocked(eff effects) {
 	if eff.propose != nil {
 		go p.alterPartition(eff.propose)
 	}
+	if eff.committed != nil && p.opts.ISRChanged != nil {
+		p.opts.ISRChanged(eff.committed.Shrink)
+	}
 }
 
 // alterPartition sends change to the controller, and again after a pause

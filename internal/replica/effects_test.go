@@ -49,6 +49,15 @@ func TestShrinkThroughTheController(t *testing.T) {
 		}
 		return c.PartitionEpoch + 1, nil
 	}
+	var shrinks, expands sync.WaitGroup // counted as the metrics count
+	shrinks.Add(1)
+	opts.ISRChanged = func(shrink bool) {
+		if shrink {
+			shrinks.Done() // a second call panics
+		} else {
+			expands.Done()
+		}
+	}
 	p, err := New("orders", 0, openLog(t, t.TempDir()), Settings{MinInsyncReplicas: 2}, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -91,6 +100,10 @@ func TestShrinkThroughTheController(t *testing.T) {
 	}
 	if isr := p.ISR(); !slices.Equal(isr, []int32{1}) || p.HighWatermark() != 3 {
 		t.Fatalf("ISR %v, high watermark %d", isr, p.HighWatermark())
+	}
+	shrinks.Wait() // counted once, for the committed change only
+	if r := p.Replication(); !r.Leader || !r.UnderReplicated() || !r.UnderMinISR() || r.FetcherLag != -1 {
+		t.Fatalf("replication after the shrink: %+v", r)
 	}
 	if _, err := p.AppendAsLeader(batch(1, -1, 0), -1); !errors.Is(err, kerr.NotEnoughReplicas) {
 		t.Fatalf("acks=all below min.insync.replicas: %v", err)

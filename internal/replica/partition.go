@@ -53,6 +53,11 @@ type Options struct {
 	// Context bounds the partition's background work (AlterPartition
 	// calls and their retries): cancel it when the broker stops.
 	Context context.Context
+	// ISRChanged, when set, is called once for every ISR change the
+	// controller committed for this leader (Kafka's IsrShrinksPerSec and
+	// IsrExpandsPerSec), with p.mu held: it must not block or call the
+	// partition.
+	ISRChanged func(shrink bool)
 }
 
 // Partition is this broker's replica of one partition. It owns the log.

@@ -63,6 +63,9 @@ type tracker struct {
 	// end when every append is synced).
 	logEnd, committable int64
 	highWatermark       int64
+	// leaderHighWatermark is, on a follower, the high watermark its
+	// leader last sent (-1 before the first), for the fetcher lag.
+	leaderHighWatermark int64
 	followers           map[int32]*progress
 	// acks are the acks=all produces waiting, by increasing end.
 	acks []ackWait
@@ -125,6 +128,9 @@ type effects struct {
 	propose *ISRChange
 	// acks are the waiting produces to answer now.
 	acks []ackDone
+	// committed is the ISR change the controller just committed, for the
+	// shrink and expand counts.
+	committed *ISRChange
 }
 
 // Errors the tracker answers with, besides ErrNotLeader and
@@ -141,7 +147,7 @@ var (
 
 func newTracker(nodeID int32, highWatermark int64, minInsync int, lagTimeMaxMs int64) *tracker {
 	return &tracker{nodeID: nodeID, minInsync: minInsync, lagTimeMaxMs: lagTimeMaxMs,
-		leaderID: -1, leaderEpoch: -1, partitionEpoch: -1, highWatermark: highWatermark,
+		leaderID: -1, leaderEpoch: -1, partitionEpoch: -1, highWatermark: highWatermark, leaderHighWatermark: -1,
 		followers: map[int32]*progress{}}
 }
 
@@ -229,6 +235,9 @@ func (t *tracker) becomeFollower(s State) (effects, bool) {
 	t.leader, t.leaderID = false, s.Leader
 	t.leaderEpoch, t.partitionEpoch = s.LeaderEpoch, s.PartitionEpoch
 	t.replicas, t.isr, t.pending = slices.Clone(s.Replicas), nil, nil
+	if newEpoch {
+		t.leaderHighWatermark = -1
+	}
 	clear(t.followers)
 	var eff effects
 	for _, a := range t.acks {
@@ -366,7 +375,9 @@ func (t *tracker) alterPartitionDone(change *ISRChange, partitionEpoch int32, er
 			return effects{} // the metadata is ahead of this answer; wait for it
 		}
 		t.isr, t.partitionEpoch, t.pending = change.ISR, partitionEpoch, nil
-		return t.maybeAdvance(nowMs)
+		eff := t.maybeAdvance(nowMs)
+		eff.committed = change
+		return eff
 	}
 	var ke *kerr.Error
 	errors.As(err, &ke)
@@ -448,6 +459,7 @@ func (t *tracker) followerHighWatermark(leaderHighWatermark, logEnd int64) effec
 	if t.leader {
 		return effects{}
 	}
+	t.leaderHighWatermark = leaderHighWatermark
 	hw := min(leaderHighWatermark, logEnd)
 	if hw == t.highWatermark {
 		return effects{}

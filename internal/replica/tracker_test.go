@@ -156,6 +156,9 @@ func (h *trackerHarness) print(eff effects) string {
 		h.proposed = append(h.proposed, eff.propose)
 		fmt.Fprintf(&b, "propose %s\n", eff.propose)
 	}
+	if eff.committed != nil {
+		fmt.Fprintf(&b, "committed %s\n", eff.committed)
+	}
 	for _, a := range eff.acks {
 		if a.err == nil {
 			fmt.Fprintf(&b, "ack %d ok\n", a.id)

@@ -1,0 +1,43 @@
+package replica
+
+import "slices"
+
+// Replication is a partition's replication state as this replica sees it,
+// for metrics and health checks.
+type Replication struct {
+	// Leader is set when this replica leads; Replicas and ISR are then
+	// the leader's view (the ISR as last committed), which may be newer
+	// than the metadata image's.
+	Leader        bool
+	Replicas, ISR []int32
+	// MinInsyncReplicas is min.insync.replicas.
+	MinInsyncReplicas int
+	// FetcherLag, on a follower that has fetched from its leader at this
+	// leader epoch, is how many records its log end offset is behind the
+	// high watermark the leader last sent, never negative (Kafka's
+	// FetcherLagMetrics ConsumerLag); -1 otherwise.
+	FetcherLag int64
+}
+
+// UnderReplicated reports whether the partition is led here with an ISR
+// smaller than its replica set (Kafka's UnderReplicatedPartitions).
+func (r Replication) UnderReplicated() bool { return r.Leader && len(r.ISR) < len(r.Replicas) }
+
+// UnderMinISR reports whether the partition is led here with an ISR
+// smaller than min.insync.replicas (Kafka's UnderMinIsrPartitionCount):
+// acks=all produces fail with NOT_ENOUGH_REPLICAS.
+func (r Replication) UnderMinISR() bool { return r.Leader && len(r.ISR) < r.MinInsyncReplicas }
+
+// Replication returns the partition's replication state.
+func (p *Partition) Replication() Replication {
+	leo := p.log.LogEndOffset()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t := p.tracker
+	r := Replication{Leader: t.leader, Replicas: slices.Clone(t.replicas), ISR: slices.Clone(t.isr),
+		MinInsyncReplicas: t.minInsync, FetcherLag: -1}
+	if !t.leader && t.leaderHighWatermark >= 0 {
+		r.FetcherLag = max(t.leaderHighWatermark-leo, 0)
+	}
+	return r
+}
