@@ -52,7 +52,8 @@ type Position struct {
 	LastFetchedEpoch int32
 	LogStartOffset   int64
 	// Following is false when the replica leads (or leads no more and
-	// follows no one yet): then there is nothing to fetch.
+	// follows no one yet), or when its log is offline: then there is
+	// nothing to fetch.
 	Following bool
 }
 
@@ -68,7 +69,12 @@ func (p *Partition) FetchPosition() Position {
 	defer p.mu.Unlock()
 	return Position{Leader: p.tracker.leaderID, LeaderEpoch: p.tracker.leaderEpoch,
 		FetchOffset: p.log.LogEndOffset(), LastFetchedEpoch: last, LogStartOffset: p.log.LogStartOffset(),
-		Following: !p.tracker.leader && p.tracker.leaderID >= 0 && p.tracker.leaderID != p.opts.NodeID}
+		Following: !p.tracker.leader && p.tracker.leaderID >= 0 && p.tracker.leaderID != p.opts.NodeID &&
+			// An offline log (a failed write or fsync) stops fetching, as
+			// Kafka's log-dir failure handling does: its log end offset
+			// may count records that never reached the disk, which the
+			// leader would take as replicated.
+			p.log.Offline() == nil}
 }
 
 // ErrNotFollower is returned by a follower's operation on a replica that

@@ -83,22 +83,29 @@ type memNode struct {
 
 func openMemNode(t *testing.T, id int32, fs *vfs.MemFS) *memNode {
 	t.Helper()
-	m, err := storage.OpenManager(fs, "/data", storage.ManagerOptions{Logger: slog.New(slog.DiscardHandler)})
+	return openMemNodeWith(t, id, fs, fs, Settings{MinInsyncReplicas: 1, Log: storage.DefaultConfig()})
+}
+
+// openMemNodeWith opens the node's replica in a Manager on fs, which is
+// mem or wraps it, with settings s.
+func openMemNodeWith(t *testing.T, id int32, mem *vfs.MemFS, fs vfs.FS, s Settings) *memNode {
+	t.Helper()
+	m, err := storage.OpenManager(fs, "/data", storage.ManagerOptions{Logger: slog.New(slog.DiscardHandler), Default: s.Log})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	l, err := m.GetOrCreate("orders", 0, storage.DefaultConfig())
+	l, err := m.GetOrCreate("orders", 0, s.Log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	opts := testOptions()
 	opts.NodeID = id
-	p, err := New("orders", 0, l, Settings{MinInsyncReplicas: 1}, opts)
+	p, err := New("orders", 0, l, s, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &memNode{node: node{id: id, log: l, p: p}, fs: fs, m: m}
+	return &memNode{node: node{id: id, log: l, p: p}, fs: mem, m: m}
 }
 
 // crash flushes the log (so the records survive), then returns the node
@@ -108,9 +115,16 @@ func (n *memNode) crash(t *testing.T) *memNode {
 	if err := n.log.Flush(n.log.LogEndOffset()); err != nil {
 		t.Fatal(err)
 	}
+	return n.powerLoss(t, Settings{MinInsyncReplicas: 1, Log: storage.DefaultConfig()})
+}
+
+// powerLoss returns the node as it restarts, with settings s, after
+// losing power: only what was synced remains.
+func (n *memNode) powerLoss(t *testing.T, s Settings) *memNode {
+	t.Helper()
 	crashed := n.fs.CrashClone()
 	n.m.Close()
-	return openMemNode(t, n.id, crashed)
+	return openMemNodeWith(t, n.id, crashed, crashed, s)
 }
 
 // TestRestartedLeaderStartsFromCheckpointedHighWatermark restarts, after a
