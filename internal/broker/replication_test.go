@@ -31,16 +31,7 @@ type follower struct {
 
 func startFollower(t *testing.T, b *testBroker, topic string, state replica.State) *follower {
 	t.Helper()
-	l, err := storage.OpenLog(vfs.Default, filepath.Join(t.TempDir(), topic+"-0"), storage.DefaultConfig(), storage.LogOptions{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	p, err := replica.New(topic, 0, l, replica.Settings{MinInsyncReplicas: 1}, replica.Options{NodeID: 2, LagTimeMax: 30 * time.Second, Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.BecomeFollower(state)
+	l, p := newFollowerReplica(t, topic, state)
 	client, err := dialLeader(b.Addr(), 2)
 	if err != nil {
 		t.Fatal(err)
@@ -53,6 +44,23 @@ func startFollower(t *testing.T, b *testBroker, topic string, state replica.Stat
 	t.Cleanup(f.Stop)
 	f.Add(p, b.image.Load().Topics[topic].ID)
 	return &follower{log: l, p: p, fetcher: f}
+}
+
+// newFollowerReplica opens node 2's replica of topic-0 over a real log, a
+// follower in state.
+func newFollowerReplica(t *testing.T, topic string, state replica.State) (*storage.Log, *replica.Partition) {
+	t.Helper()
+	l, err := storage.OpenLog(vfs.Default, filepath.Join(t.TempDir(), topic+"-0"), storage.DefaultConfig(), storage.LogOptions{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	p, err := replica.New(topic, 0, l, replica.Settings{MinInsyncReplicas: 1}, replica.Options{NodeID: 2, LagTimeMax: 30 * time.Second, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.BecomeFollower(state)
+	return l, p
 }
 
 func batchesOf(t *testing.T, l *storage.Log) []byte {
