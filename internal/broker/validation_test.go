@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -21,6 +23,7 @@ import (
 
 	"github.com/strata-io/strata/internal/record"
 	rt "github.com/strata-io/strata/internal/record/recordtest"
+	"github.com/strata-io/strata/internal/storage"
 )
 
 // produceAt sends one partition's records to partition 0 of topic at the
@@ -412,5 +415,88 @@ func TestConcurrentBombsStayWithinTheBudget(t *testing.T) {
 	if bounded > budget+allowance {
 		t.Fatalf("peak heap %.1f MiB above the start, more than the %d MiB budget and %d MiB allowance",
 			float64(bounded)/(1<<20), budget>>20, allowance>>20)
+	}
+}
+
+// fetchAll fetches partition 0 of topic from offset 0, once, as a
+// consumer would (Fetch v12), and returns its error code, high watermark
+// and the batches of its records.
+func fetchAll(t *testing.T, addr, topic string) (int16, int64, [][]byte) {
+	t.Helper()
+	req := kmsg.NewPtrFetchRequest()
+	req.Version, req.MaxBytes, req.MaxWaitMillis = 12, 16<<20, 100
+	rtp := kmsg.NewFetchRequestTopic()
+	rtp.Topic = topic
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.PartitionMaxBytes = 16 << 20
+	rtp.Partitions = append(rtp.Partitions, rp)
+	req.Topics = append(req.Topics, rtp)
+	p := rawRequest(t, addr, req).(*kmsg.FetchResponse).Topics[0].Partitions[0]
+	var batches [][]byte
+	if err := record.Batches(p.RecordBatches, func(_ record.Header, b []byte) bool {
+		batches = append(batches, bytes.Clone(b))
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return p.ErrorCode, p.HighWatermark, batches
+}
+
+// TestPoisonedLogOnDisk writes into a partition's segment, while the
+// broker is down, what validation now refuses but an older version could
+// have stored (a batch of garbage records and a zstd bomb, framing and CRC
+// intact): after the restart's recovery keeps them, a fetch serves them
+// whole, as stored, between the valid batches; a ListOffsets by timestamp
+// that lands on the bomb answers its offset within bounded memory; and
+// produces go on after them.
+func TestPoisonedLogOnDisk(t *testing.T) {
+	b := startBroker(t, nil)
+	createTopic(t, newAdmin(t, b.Addr()), "old", 1, nil)
+	l := &validLog{t: t, addr: b.Addr(), topic: "old"}
+	l.produce("before")
+	addr := b.Addr()
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	const bombTime = 1_800_000_000_000
+	garbage := rt.Wrap(record.CodecNone, bytes.Repeat([]byte{0x5a, 0xa5, 0x33}, 40), rt.N(3, time.Now().UnixMilli()))
+	record.SetBaseOffset(garbage, 3)
+	bomb := rt.Wrap(record.CodecZstd, rt.Bomb(record.CodecZstd, 1<<30, false), rt.N(100_000, bombTime))
+	record.SetBaseOffset(bomb, 6)
+	segment := filepath.Join(b.dir, "old-0", "00000000000000000000.log")
+	f, err := os.OpenFile(segment, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(append(bytes.Clone(garbage), bomb...)); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	os.Remove(filepath.Join(b.dir, storage.CleanShutdownFile)) // recover: scan the segment
+	b.start(t, addr)
+
+	code, hw, batches := fetchAll(t, addr, "old")
+	if code != 0 || hw != 100_006 || len(batches) != 3 || !bytes.Equal(batches[1], garbage) || !bytes.Equal(batches[2], bomb) {
+		t.Fatalf("fetch: error %d, high watermark %d, %d batches (the poisoned ones as stored: %v %v)",
+			code, hw, len(batches), len(batches) > 1 && bytes.Equal(batches[1], garbage), len(batches) > 2 && bytes.Equal(batches[2], bomb))
+	}
+
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	offsets, err := newAdmin(t, addr).ListOffsetsAfterMilli(testContext(t), bombTime, "old")
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := offsets.Lookup("old", 0); o.Err != nil || o.Offset != 6 {
+		t.Fatalf("ListOffsets at the bomb's time: offset %d, %v", o.Offset, o.Err)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 32<<20 {
+		t.Fatalf("ListOffsets on a stored bomb allocated %d bytes", alloc)
+	}
+
+	resp := produceAt(t, addr, "old", 9, record.Build(nil, []record.Rec{{Value: []byte("after"), Timestamp: time.Now().UnixMilli()}}))
+	if resp.ErrorCode != 0 || resp.BaseOffset != 100_006 {
+		t.Fatalf("produce after the poisoned batches: %+v", resp)
 	}
 }

@@ -455,7 +455,7 @@ func (l *Log) recoverSegment(s *segment, stats *recoveryStats, full bool) (bad b
 	}
 	stats.bytesScanned += pos - resumed
 	if pos < size {
-		l.corruption("truncating corrupt or torn segment tail", "segment", s.baseOffset,
+		l.corruption("truncating corrupt or torn segment tail", "segment", s.baseOffset, "offset", prevLast+1,
 			"valid_bytes", pos, "truncated_bytes", size-pos, "reason", why)
 		if err := s.log.Truncate(pos); err != nil {
 			return false, err
