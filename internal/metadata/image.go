@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 )
 
 // ErrInconsistent is returned when a record does not apply to the image (a
@@ -227,4 +228,54 @@ func (img *Image) Partition(topic string, partition int32) (*Topic, *Partition, 
 // must not be modified.
 func (img *Image) TopicConfig(topic string) map[string]string {
 	return img.Configs[ConfigResource{Type: ResourceTopic, Name: topic}]
+}
+
+// Records returns records that rebuild the image when applied to the empty
+// one: a snapshot of the image as records, as KRaft's snapshots are. They
+// come in a fixed order (cluster, brokers, topics with their partitions,
+// configuration, producer ids), so equal images give equal records.
+func (img *Image) Records() []Record {
+	var out []Record
+	if img.ClusterID != "" {
+		out = append(out, Record{Cluster: &ClusterRecord{ClusterID: img.ClusterID}})
+	}
+	ids := slices.Sorted(maps.Keys(img.Brokers))
+	for _, id := range ids {
+		b := img.Brokers[id]
+		out = append(out, Record{Broker: &BrokerRecord{NodeID: b.NodeID, Host: b.Host, Port: b.Port, Rack: b.Rack, Epoch: b.Epoch, Fenced: b.Fenced}})
+	}
+	for _, name := range img.TopicNames() {
+		t := img.Topics[name]
+		out = append(out, Record{Topic: &TopicRecord{Name: t.Name, ID: t.ID}})
+		for i, p := range t.Partitions {
+			out = append(out, Record{Partition: &PartitionRecord{
+				TopicID: t.ID, Partition: int32(i), Replicas: p.Replicas, ISR: p.ISR, Leader: p.Leader,
+				LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch,
+			}})
+		}
+	}
+	resources := slices.SortedFunc(maps.Keys(img.Configs), func(a, b ConfigResource) int {
+		if a.Type != b.Type {
+			return int(a.Type) - int(b.Type)
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	for _, res := range resources {
+		for _, k := range slices.Sorted(maps.Keys(img.Configs[res])) {
+			v := img.Configs[res][k]
+			out = append(out, Record{Config: &ConfigRecord{ResourceType: res.Type, ResourceName: res.Name, Name: k, Value: &v}})
+		}
+	}
+	if img.NextProducerID > 0 {
+		out = append(out, Record{ProducerIDs: &ProducerIDsRecord{NodeID: -1, NextProducerID: img.NextProducerID}})
+	}
+	return out
+}
+
+// WithOffset returns the image as it stands, at another offset: what an
+// entry without records (a Raft leader's first) does to it.
+func (img *Image) WithOffset(offset int64) *Image {
+	next := *img
+	next.Offset = offset
+	return &next
 }

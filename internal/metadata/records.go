@@ -113,68 +113,83 @@ type ProducerIDsRecord struct {
 	NextProducerID int64 `json:"nextProducerId"`
 }
 
+// recordTypes is the one table of record types: the name each has in the
+// log and how to reach its struct in a Record.
+var recordTypes = []struct {
+	name string
+	// get returns the record's struct and whether it is this type.
+	get func(r *Record) (any, bool)
+	// alloc sets a new, empty struct of this type in r and returns it.
+	alloc func(r *Record) any
+}{
+	{"cluster", func(r *Record) (any, bool) { return r.Cluster, r.Cluster != nil },
+		func(r *Record) any { r.Cluster = new(ClusterRecord); return r.Cluster }},
+	{"broker", func(r *Record) (any, bool) { return r.Broker, r.Broker != nil },
+		func(r *Record) any { r.Broker = new(BrokerRecord); return r.Broker }},
+	{"topic", func(r *Record) (any, bool) { return r.Topic, r.Topic != nil },
+		func(r *Record) any { r.Topic = new(TopicRecord); return r.Topic }},
+	{"partition", func(r *Record) (any, bool) { return r.Partition, r.Partition != nil },
+		func(r *Record) any { r.Partition = new(PartitionRecord); return r.Partition }},
+	{"partitionChange", func(r *Record) (any, bool) { return r.PartitionChange, r.PartitionChange != nil },
+		func(r *Record) any { r.PartitionChange = new(PartitionChangeRecord); return r.PartitionChange }},
+	{"config", func(r *Record) (any, bool) { return r.Config, r.Config != nil },
+		func(r *Record) any { r.Config = new(ConfigRecord); return r.Config }},
+	{"removeTopic", func(r *Record) (any, bool) { return r.RemoveTopic, r.RemoveTopic != nil },
+		func(r *Record) any { r.RemoveTopic = new(RemoveTopicRecord); return r.RemoveTopic }},
+	{"producerIds", func(r *Record) (any, bool) { return r.ProducerIDs, r.ProducerIDs != nil },
+		func(r *Record) any { r.ProducerIDs = new(ProducerIDsRecord); return r.ProducerIDs }},
+}
+
 // Encode returns the record's key (its type name) and value (JSON).
 func (r *Record) Encode() (key, value []byte, err error) {
-	var name string
-	var v any
-	switch {
-	case r.Cluster != nil:
-		name, v = "cluster", r.Cluster
-	case r.Broker != nil:
-		name, v = "broker", r.Broker
-	case r.Topic != nil:
-		name, v = "topic", r.Topic
-	case r.Partition != nil:
-		name, v = "partition", r.Partition
-	case r.PartitionChange != nil:
-		name, v = "partitionChange", r.PartitionChange
-	case r.Config != nil:
-		name, v = "config", r.Config
-	case r.RemoveTopic != nil:
-		name, v = "removeTopic", r.RemoveTopic
-	case r.ProducerIDs != nil:
-		name, v = "producerIds", r.ProducerIDs
-	default:
-		return nil, nil, errors.New("metadata: empty record")
+	for _, t := range recordTypes {
+		if v, ok := t.get(r); ok {
+			value, err = json.Marshal(v)
+			return []byte(t.name), value, err
+		}
 	}
-	value, err = json.Marshal(v)
-	return []byte(name), value, err
+	return nil, nil, errors.New("metadata: empty record")
 }
 
 // Decode parses a record from its key and value.
 func Decode(key, value []byte) (Record, error) {
-	var r Record
-	var v any
-	switch string(key) {
-	case "cluster":
-		r.Cluster = new(ClusterRecord)
-		v = r.Cluster
-	case "broker":
-		r.Broker = new(BrokerRecord)
-		v = r.Broker
-	case "topic":
-		r.Topic = new(TopicRecord)
-		v = r.Topic
-	case "partition":
-		r.Partition = new(PartitionRecord)
-		v = r.Partition
-	case "partitionChange":
-		r.PartitionChange = new(PartitionChangeRecord)
-		v = r.PartitionChange
-	case "config":
-		r.Config = new(ConfigRecord)
-		v = r.Config
-	case "removeTopic":
-		r.RemoveTopic = new(RemoveTopicRecord)
-		v = r.RemoveTopic
-	case "producerIds":
-		r.ProducerIDs = new(ProducerIDsRecord)
-		v = r.ProducerIDs
-	default:
-		return Record{}, fmt.Errorf("%w: %q", ErrUnknownRecord, key)
+	for _, t := range recordTypes {
+		if t.name == string(key) {
+			var r Record
+			if err := json.Unmarshal(value, t.alloc(&r)); err != nil {
+				return Record{}, fmt.Errorf("metadata: decoding %s record: %w", key, err)
+			}
+			return r, nil
+		}
 	}
-	if err := json.Unmarshal(value, v); err != nil {
-		return Record{}, fmt.Errorf("metadata: decoding %s record: %w", key, err)
+	return Record{}, fmt.Errorf("%w: %q", ErrUnknownRecord, key)
+}
+
+// jsonRecord is a Record in JSON: its type name and its struct.
+type jsonRecord struct {
+	Type  string          `json:"type"`
+	Value json.RawMessage `json:"value"`
+}
+
+// MarshalJSON encodes the record as {"type": name, "value": struct}.
+func (r Record) MarshalJSON() ([]byte, error) {
+	key, value, err := r.Encode()
+	if err != nil {
+		return nil, err
 	}
-	return r, nil
+	return json.Marshal(jsonRecord{Type: string(key), Value: value})
+}
+
+// UnmarshalJSON decodes what MarshalJSON encodes.
+func (r *Record) UnmarshalJSON(data []byte) error {
+	var j jsonRecord
+	if err := json.Unmarshal(data, &j); err != nil {
+		return err
+	}
+	dec, err := Decode([]byte(j.Type), j.Value)
+	if err != nil {
+		return err
+	}
+	*r = dec
+	return nil
 }
