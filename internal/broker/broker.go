@@ -33,6 +33,7 @@ import (
 	"github.com/strata-io/strata/internal/metadata"
 	"github.com/strata-io/strata/internal/metrics"
 	"github.com/strata-io/strata/internal/producer"
+	"github.com/strata-io/strata/internal/quorum"
 	"github.com/strata-io/strata/internal/record"
 	"github.com/strata-io/strata/internal/replica"
 	"github.com/strata-io/strata/internal/storage"
@@ -68,6 +69,7 @@ type Broker struct {
 
 	logs       *storage.Manager
 	controller *controller.Controller
+	quorum     *quorum.Node
 	server     *wire.Server
 	versions   map[int16]wire.VersionRange
 
@@ -178,20 +180,7 @@ func New(opts Options) (*Broker, error) {
 	}
 	b.groups = group.NewCoordinator(gcfg, group.Deps{Logger: b.logger, Topics: imageTopics{b}})
 
-	mlog, err := openMetadataLog(b.logs)
-	if err != nil {
-		b.abort()
-		return nil, err
-	}
-	b.controller, err = controller.Open(b.ctx, controller.Config{
-		NodeID:                   b.nodeID,
-		ClusterID:                cfg.String("cluster.id"),
-		DefaultPartitions:        int32(cfg.Int("num.partitions")),
-		DefaultReplicationFactor: int16(cfg.Int("default.replication.factor")),
-		ValidateTopicConfig:      config.ValidateTopicConfig,
-		ValidateBrokerConfig:     validateDynamicBrokerConfig,
-	}, mlog, b.logger, b.applyImage)
-	if err != nil {
+	if err := b.openController(); err != nil {
 		b.abort()
 		return nil, err
 	}
@@ -223,6 +212,46 @@ func New(opts Options) (*Broker, error) {
 	return b, nil
 }
 
+// openController opens the metadata log, starts this node's voter of the
+// metadata quorum and the controller over it, and bootstraps or imports
+// the cluster's first records.
+func (b *Broker) openController() error {
+	wal, err := openMetadataLog(b.logs)
+	if err != nil {
+		return err
+	}
+	voters := map[uint64]string{uint64(b.nodeID): ""}
+	if err := importLegacyMetadata(b.fs, wal, voters, b.logger); err != nil {
+		return err
+	}
+	b.quorum, err = quorum.Open(quorum.Config{
+		NodeID:          uint64(b.nodeID),
+		Voters:          voters,
+		WAL:             wal,
+		FS:              b.fs,
+		ElectionTimeout: time.Duration(b.cfg.Int("controller.quorum.election.timeout.ms")) * time.Millisecond,
+		ClusterID:       b.ClusterID,
+		Logger:          b.logger.With("component", "quorum"),
+	})
+	if err != nil {
+		return err
+	}
+	b.quorum.Start()
+	b.controller, err = controller.Open(b.ctx, controller.Config{
+		NodeID:                   b.nodeID,
+		ClusterID:                b.cfg.String("cluster.id"),
+		DefaultPartitions:        int32(b.cfg.Int("num.partitions")),
+		DefaultReplicationFactor: int16(b.cfg.Int("default.replication.factor")),
+		SnapshotBytes:            b.cfg.Int("metadata.log.max.record.bytes.between.snapshots"),
+		ValidateTopicConfig:      config.ValidateTopicConfig,
+		ValidateBrokerConfig:     validateDynamicBrokerConfig,
+	}, b.quorum, b.logger, b.applyImage)
+	if err != nil {
+		return err
+	}
+	return b.controller.Bootstrap(b.ctx)
+}
+
 // controllerRequestTimeout bounds a metadata change that no client
 // request's timeout bounds (producer-id blocks, __consumer_offsets, topics
 // auto-created by Metadata): Kafka's request.timeout.ms default.
@@ -232,6 +261,9 @@ const controllerRequestTimeout = 30 * time.Second
 func (b *Broker) abort() {
 	if b.controller != nil {
 		b.controller.Close()
+	}
+	if b.quorum != nil {
+		b.quorum.Close()
 	}
 	if b.listener != nil {
 		b.listener.Close()
@@ -259,7 +291,12 @@ func (b *Broker) advertisedListener(l config.Listener, bound *net.TCPAddr) confi
 func (b *Broker) Addr() string { return b.advertised.Addr() }
 
 // ClusterID returns the cluster id.
-func (b *Broker) ClusterID() string { return b.image.Load().ClusterID }
+func (b *Broker) ClusterID() string {
+	if img := b.image.Load(); img != nil {
+		return img.ClusterID
+	}
+	return ""
+}
 
 // NodeID returns this node's id.
 func (b *Broker) NodeID() int32 { return b.nodeID }
@@ -374,6 +411,9 @@ func (b *Broker) Close() error {
 	}
 	b.partitionsMu.RUnlock()
 	b.controller.Close()
+	if qerr := b.quorum.Close(); qerr != nil {
+		b.logger.Warn("metadata quorum", "err", qerr)
+	}
 	err := b.logs.Close()
 	b.logger.Info("broker stopped", "duration", time.Since(start).Round(time.Millisecond), "err", err)
 	return err

@@ -1,68 +1,89 @@
 // Package controller owns changes to the cluster metadata. Metadata flows
 // one way through it:
 //
-//		request ─▶ proposer ──records──▶ metadata log ──committed batches──▶ applier
-//		           (validates against                                        │ image N+1
-//		            latest image + pending)                                  ▼
-//		                                                         publisher ─▶ Publish (broker.applyImage)
+//		request ─▶ proposer ──entry──▶ quorum (etcd raft) ──committed stream──▶ applier
+//		           (validates against                                           │ image N+1
+//		            latest image + pending)                                     ▼
+//		                                                            publisher ─▶ Publish (broker.applyImage)
 //
-//	  - The proposer (propose) turns a request into records, validated against
-//	    the latest image with its own pending proposals applied, hands them to
-//	    the log and waits, with the request's context, until the applier has
-//	    applied them and the publisher has published the image holding them.
-//	    It holds its lock only while planning and handing over, never while
-//	    waiting, and never calls the broker.
-//	  - The applier is one goroutine that reads committed batches in order,
-//	    applies them to the image, and completes the proposals waiting for
-//	    them. It does no I/O.
+//	  - The proposer (propose) runs only on the active controller: the
+//	    quorum's leader, once it has applied the first entry of its term (so
+//	    its image holds everything committed before). It turns a request into
+//	    records, validated against the latest image with its own pending
+//	    proposals applied, hands them to Raft as one entry and waits, with
+//	    the request's context, until the applier has applied them and the
+//	    publisher has published the image holding them. It holds its lock
+//	    only while planning and handing over, never while waiting, and never
+//	    calls the broker. Elsewhere it answers NOT_CONTROLLER.
+//	  - The applier is one goroutine per node that reads the quorum's
+//	    committed stream in order (entries, snapshots, leader changes),
+//	    applies records to the image, completes the proposals waiting for
+//	    them, and asks the quorum for a snapshot of the image every
+//	    Config.SnapshotBytes of applied records. It does no I/O and takes no
+//	    lock the quorum's loop could wait on.
 //	  - The publisher is one goroutine that hands each new image, in order, to
 //	    the Publish callback (the broker opens, leads and deletes partitions
 //	    there). Images that arrive while a publication runs are coalesced: the
 //	    callback gets the last published image and the newest one, and diffs
 //	    them.
 //
-// This is the single-node controller: the metadata log is a local partition
-// log and this node is always the active controller. A Raft quorum replaces
-// the log's append with a proposal and its replay with the committed stream,
-// and keeps everything above it.
+// An entry's data is JSON: the proposer (node id, a random incarnation id
+// per process, a sequence number) and the records. A snapshot's data is
+// the image as records (metadata.Image.Records), also JSON. The image's
+// offset is the Raft index of the last entry applied.
 //
 // Errors returned to callers wrap a *kerr.Error, so the broker answers with
 // the code a Kafka controller would, and the wrapped message.
 //
 // Lock order: Controller.mu (the proposer), then Controller.waitMu. The
 // applier and publisher take waitMu only. No lock is held across the
-// Publish callback.
+// Publish callback or while waiting for the quorum.
 package controller
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/strata-io/strata/internal/metadata"
+	"github.com/strata-io/strata/internal/quorum"
 )
 
-// Log is the durable, ordered home of committed metadata records.
-type Log interface {
-	// Append makes the records durable as one unit and returns the
-	// offset of the last one.
-	Append(records []metadata.Record) (lastOffset int64, err error)
-	// Replay calls fn with every committed record batch in order, each
-	// with the offset of its last record.
-	Replay(fn func(lastOffset int64, records []metadata.Record) error) error
+// Quorum is the replicated log under the controller: a quorum.Node.
+type Quorum interface {
+	// Propose hands one entry to Raft; quorum.ErrNotLeader unless this
+	// node leads.
+	Propose(ctx context.Context, data []byte) error
+	// Apply is the committed stream, in order.
+	Apply() <-chan quorum.Apply
+	// Snapshot records a snapshot of the image at an applied index.
+	Snapshot(s quorum.Snapshot)
+	// Loaded is the snapshot the node started from and the commit index
+	// it knew then.
+	Loaded() (quorum.Snapshot, uint64)
+	// ReadIndex is the commit index the leader confirms now.
+	ReadIndex(ctx context.Context) (uint64, error)
+	// Done is closed when the quorum stops.
+	Done() <-chan struct{}
 }
 
 // Config is what the controller needs of the server configuration.
 type Config struct {
 	NodeID                   int32
-	ClusterID                string // used when the log is new; "" generates one
+	ClusterID                string // used when the cluster is new; "" generates one
 	DefaultPartitions        int32  // num.partitions
 	DefaultReplicationFactor int16  // default.replication.factor
+	// SnapshotBytes is metadata.log.max.record.bytes.between.snapshots
+	// (20 MiB): the applied entry bytes after which the image is
+	// snapshotted and the Raft log compacted behind it.
+	SnapshotBytes int64
 	// ValidateTopicConfig checks a topic-level key and value.
 	ValidateTopicConfig func(key, value string) error
 	// ValidateBrokerConfig checks a dynamic broker key and value.
@@ -72,116 +93,147 @@ type Config struct {
 // Publish is called with every new image, in order, on the publisher's
 // goroutine: old is the image published before (metadata.Empty() the first
 // time), img the new one. Consecutive images may be coalesced, so img may
-// be several batches past old.
+// be several entries past old.
 type Publish func(old, img *metadata.Image)
 
 // Controller applies metadata changes. It is safe for concurrent use.
 type Controller struct {
-	cfg    Config
-	log    Log
-	logger *slog.Logger
+	cfg         Config
+	quorum      Quorum
+	logger      *slog.Logger
+	publish     Publish
+	incarnation uint64
 
 	// mu serializes the proposer: planning a change against pending and
-	// handing it to the log.
+	// handing it to the quorum.
 	mu sync.Mutex
-	// pending is the image with every proposal handed to the log applied,
-	// valid while the applier has not applied proposal lastProposal yet.
-	// c.mu guards both.
+	// pending is the image with every proposal handed to the quorum in
+	// term pendingTerm applied; it is stale once the applier has applied
+	// proposal lastProposal, or the term moved on. c.mu guards them.
 	pending      *metadata.Image
+	pendingTerm  uint64
 	lastProposal uint64
-
-	committed chan committedBatch // log → applier
 
 	waitMu sync.Mutex
 	// applied is the newest image the applier built; published the newest
-	// the publisher handed to Publish; appliedProposal the id of the last
-	// of this controller's proposals the applier applied. waitMu guards
-	// them.
+	// the publisher handed to Publish; appliedProposal the sequence of the
+	// last of this incarnation's proposals applied.
 	applied, published *metadata.Image
 	appliedProposal    uint64
-	// changed is closed and replaced whenever applied or published moves,
-	// so waiters can select on it with their context.
+	// leader and term are the quorum's, from the committed stream;
+	// activeTerm is the term this node is the active controller in (0:
+	// not active).
+	leader, term, activeTerm uint64
+	// caughtUpAt is the quorum's commit index (a ReadIndex) when Open ran:
+	// nothing is published before it is applied, so the broker never acts
+	// on (and deletes partitions by) an image older than what it acted on
+	// before a restart. -1 until known.
+	caughtUpAt int64
+	// waiters are proposals waiting to be applied, by sequence.
+	waiters map[uint64]chan proposalResult
+	// changed is closed and replaced whenever any of the above moves, so
+	// waiters can select on it with their context.
 	changed chan struct{}
+	// unsnapshotted counts entry bytes applied since the last snapshot;
+	// the applier owns it.
+	unsnapshotted int64
 
 	newImage chan struct{} // applier → publisher, capacity 1
-	publish  Publish
 
 	stop chan struct{}
 	done sync.WaitGroup
 }
 
-// committedBatch is one committed unit of records.
-type committedBatch struct {
-	lastOffset int64
-	records    []metadata.Record
-	// proposal is the id this controller gave the batch when it proposed
-	// it, 0 for batches proposed elsewhere.
-	proposal uint64
+type proposalResult struct {
+	index int64
+	err   error
 }
 
-// Open replays the log, starts the applier and the publisher, bootstraps a
-// new cluster (its cluster record) when the log is empty, and returns once
-// the replayed image has been published.
-func Open(ctx context.Context, cfg Config, log Log, logger *slog.Logger, publish Publish) (*Controller, error) {
-	c := &Controller{
-		cfg: cfg, log: log, logger: logger, publish: publish,
-		committed: make(chan committedBatch, 64),
-		applied:   metadata.Empty(),
-		published: metadata.Empty(),
-		changed:   make(chan struct{}),
-		newImage:  make(chan struct{}, 1),
-		stop:      make(chan struct{}),
+// entry is the JSON of a Raft entry's data.
+type entry struct {
+	Proposer proposer          `json:"proposer"`
+	Records  []metadata.Record `json:"records"`
+}
+
+type proposer struct {
+	NodeID      int32  `json:"nodeId"`
+	Incarnation uint64 `json:"incarnation"`
+	Sequence    uint64 `json:"sequence"`
+}
+
+// snapshotData is the JSON of a snapshot's data.
+type snapshotData struct {
+	Records []metadata.Record `json:"records"`
+}
+
+// Open starts the controller over a quorum node: it loads the node's
+// snapshot, starts the applier and the publisher, and returns once the
+// node has caught up with the quorum (applied what was committed when it
+// first heard of a leader; a single voter leads at once) and the image is
+// published.
+func Open(ctx context.Context, cfg Config, q Quorum, logger *slog.Logger, publish Publish) (*Controller, error) {
+	if cfg.SnapshotBytes <= 0 {
+		cfg.SnapshotBytes = 20 << 20
 	}
-	start := time.Now()
-	n := 0
-	img := metadata.Empty()
-	err := log.Replay(func(lastOffset int64, records []metadata.Record) error {
-		next, err := img.Apply(lastOffset, records...)
-		if err != nil {
-			return fmt.Errorf("controller: replaying metadata at offset %d: %w", lastOffset, err)
-		}
-		img = next
-		n += len(records)
-		return nil
-	})
+	c := &Controller{
+		cfg: cfg, quorum: q, logger: logger, publish: publish,
+		incarnation: rand.Uint64(),
+		published:   metadata.Empty(),
+		waiters:     map[uint64]chan proposalResult{},
+		changed:     make(chan struct{}),
+		newImage:    make(chan struct{}, 1),
+		stop:        make(chan struct{}),
+	}
+	snap, _ := q.Loaded()
+	img, err := decodeSnapshot(snap)
 	if err != nil {
 		return nil, err
 	}
-	logger.Info("metadata log replayed", "records", n, "topics", len(img.Topics), "offset", img.Offset, "duration", time.Since(start).Round(time.Microsecond))
 	c.applied = img
+	c.caughtUpAt = -1
 	c.done.Add(2)
 	go c.runApplier()
 	go c.runPublisher()
+	start := time.Now()
+	readIndex, err := q.ReadIndex(ctx)
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("controller: learning the metadata quorum's commit index: %w", err)
+	}
+	c.waitMu.Lock()
+	c.caughtUpAt = int64(readIndex)
+	c.waitMu.Unlock()
 	c.signalPublisher()
-	if err := c.waitPublished(ctx, img.Offset); err != nil {
+	if err := c.waitCaughtUp(ctx); err != nil {
 		c.Close()
 		return nil, err
 	}
-
-	switch {
-	case img.ClusterID == "":
-		id := cfg.ClusterID
-		if id == "" {
-			id = metadata.NewUUID().String()
-		}
-		_, err := c.propose(ctx, func(*metadata.Image) ([]metadata.Record, error) {
-			return []metadata.Record{{Cluster: &metadata.ClusterRecord{ClusterID: id}}}, nil
-		})
-		if err != nil {
-			c.Close()
-			return nil, err
-		}
-		logger.Info("new cluster", "cluster.id", id)
-	case cfg.ClusterID != "" && cfg.ClusterID != img.ClusterID:
+	img = c.Image()
+	logger.Info("metadata loaded", "snapshot_index", snap.Index, "offset", img.Offset, "topics", len(img.Topics), "duration", time.Since(start).Round(time.Microsecond))
+	if cfg.ClusterID != "" && img.ClusterID != "" && cfg.ClusterID != img.ClusterID {
 		c.Close()
-		return nil, fmt.Errorf("controller: cluster.id %s does not match the metadata log's %s", cfg.ClusterID, img.ClusterID)
+		return nil, fmt.Errorf("controller: cluster.id %s does not match the metadata's %s", cfg.ClusterID, img.ClusterID)
 	}
 	return c, nil
 }
 
+func decodeSnapshot(s quorum.Snapshot) (*metadata.Image, error) {
+	img := metadata.Empty()
+	if len(s.Data) > 0 {
+		var d snapshotData
+		if err := json.Unmarshal(s.Data, &d); err != nil {
+			return nil, fmt.Errorf("controller: decoding the metadata snapshot at %d: %w", s.Index, err)
+		}
+		var err error
+		if img, err = img.Apply(int64(s.Index), d.Records...); err != nil {
+			return nil, fmt.Errorf("controller: loading the metadata snapshot at %d: %w", s.Index, err)
+		}
+	}
+	return img.WithOffset(int64(s.Index)), nil
+}
+
 // Close stops the applier and the publisher. A publication under way
-// finishes first. Proposals still waiting fail with their context or with
-// NOT_CONTROLLER.
+// finishes first. Proposals still waiting fail with NOT_CONTROLLER.
 func (c *Controller) Close() {
 	select {
 	case <-c.stop:
@@ -199,66 +251,138 @@ func (c *Controller) Image() *metadata.Image {
 	return c.published
 }
 
-// errStopped is returned to proposals when the controller stops.
-var errStopped = fmt.Errorf("%w: the controller is shutting down", kerr.NotController)
+// Leader returns the quorum's leader as the committed stream last told
+// (0: unknown) and whether this node is the active controller.
+func (c *Controller) Leader() (leader uint64, active bool) {
+	c.waitMu.Lock()
+	defer c.waitMu.Unlock()
+	return c.leader, c.activeTerm != 0
+}
+
+// waitCaughtUp blocks until the first image is published.
+func (c *Controller) waitCaughtUp(ctx context.Context) error {
+	for {
+		c.waitMu.Lock()
+		ok, changed := c.caughtUpAt >= 0 && c.published.Offset >= c.caughtUpAt, c.changed
+		c.waitMu.Unlock()
+		if ok {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("controller: catching up with the metadata quorum: %w", context.Cause(ctx))
+		case <-c.stop:
+			return errStopped
+		}
+	}
+}
+
+// WaitActive blocks until this node is the active controller.
+func (c *Controller) WaitActive(ctx context.Context) error {
+	for {
+		c.waitMu.Lock()
+		active, changed := c.activeTerm != 0, c.changed
+		c.waitMu.Unlock()
+		if active {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("%w: waiting to become the active controller: %v", kerr.NotController, context.Cause(ctx))
+		case <-c.stop:
+			return errStopped
+		}
+	}
+}
+
+var (
+	errStopped       = fmt.Errorf("%w: the controller is shutting down", kerr.NotController)
+	errNotController = fmt.Errorf("%w: this node is not the active controller", kerr.NotController)
+	errLostLeader    = fmt.Errorf("%w: the controller lost its leadership before the change was applied", kerr.NotController)
+)
 
 // propose runs plan against the latest image with the pending proposals
-// applied, hands the records it returns to the log, and waits until they
-// are applied and published. It returns the image right after the
+// applied, hands the records it returns to the quorum, and waits until
+// they are applied and published. It returns the image right after the
 // records (or the image plan saw, when it returns none). plan's error is
 // returned as is.
 func (c *Controller) propose(ctx context.Context, plan func(img *metadata.Image) ([]metadata.Record, error)) (*metadata.Image, error) {
-	img, proposed, err := c.handOver(plan)
-	if err != nil || !proposed {
-		return img, err
+	next, seq, done, err := c.handOver(ctx, plan)
+	if err != nil || done == nil {
+		return next, err
 	}
-	if err := c.waitPublished(ctx, img.Offset); err != nil {
+	var res proposalResult
+	select {
+	case res = <-done:
+	case <-ctx.Done():
+		c.dropWaiter(seq)
+		return nil, fmt.Errorf("%w: waiting for the metadata change to commit: %v", kerr.RequestTimedOut, context.Cause(ctx))
+	case <-c.stop:
+		return nil, errStopped
+	}
+	if res.err != nil {
+		return nil, res.err
+	}
+	if err := c.waitPublished(ctx, res.index); err != nil {
 		return nil, err
 	}
-	return img, nil
+	return next.WithOffset(res.index), nil
 }
 
-// handOver plans a change under c.mu and hands its records to the log. It
-// returns the image after the records and whether there were any.
-func (c *Controller) handOver(plan func(img *metadata.Image) ([]metadata.Record, error)) (*metadata.Image, bool, error) {
+// handOver plans a change under c.mu and hands its records to the quorum.
+// It returns the image after the records, and the proposal's sequence
+// and result channel (nil when plan returned no records).
+func (c *Controller) handOver(ctx context.Context, plan func(img *metadata.Image) ([]metadata.Record, error)) (*metadata.Image, uint64, chan proposalResult, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.waitMu.Lock()
+	applied, appliedSeq, term := c.applied, c.appliedProposal, c.activeTerm
+	c.waitMu.Unlock()
+	if term == 0 {
+		return nil, 0, nil, errNotController
+	}
 	base := c.pending
-	if applied, id := c.appliedState(); base == nil || id >= c.lastProposal {
+	if base == nil || c.pendingTerm != term || appliedSeq >= c.lastProposal {
 		base = applied
 	}
 	records, err := plan(base)
 	if err != nil || len(records) == 0 {
-		return base, false, err
+		return base, 0, nil, err
 	}
 	// Apply first: a record that does not apply must never reach the log,
-	// where it would stop every later replay.
-	next, err := base.Apply(base.Offset+int64(len(records)), records...)
+	// where every node would have to skip it.
+	next, err := base.Apply(base.Offset+1, records...)
 	if err != nil {
-		return nil, false, fmt.Errorf("controller: invariant: proposed records do not apply: %w", err)
+		return nil, 0, nil, fmt.Errorf("controller: invariant: proposed records do not apply: %w", err)
 	}
-	last, err := c.log.Append(records)
+	seq := c.lastProposal + 1
+	data, err := json.Marshal(entry{Proposer: proposer{NodeID: c.cfg.NodeID, Incarnation: c.incarnation, Sequence: seq}, Records: records})
 	if err != nil {
-		return nil, false, fmt.Errorf("%w: writing metadata: %v", kerr.UnknownServerError, err)
+		return nil, 0, nil, fmt.Errorf("%w: encoding metadata: %v", kerr.UnknownServerError, err)
 	}
-	next.Offset = last
-	c.lastProposal++
-	c.pending = next
-	// Handed over under c.mu, so batches reach the applier in log order.
-	select {
-	case c.committed <- committedBatch{lastOffset: last, records: records, proposal: c.lastProposal}:
-	case <-c.stop:
-		return nil, false, errStopped
+	done := make(chan proposalResult, 1)
+	c.waitMu.Lock()
+	c.waiters[seq] = done
+	c.waitMu.Unlock()
+	// Raft takes entries in the order of these calls, made under c.mu.
+	if err := c.quorum.Propose(ctx, data); err != nil {
+		c.dropWaiter(seq)
+		if errors.Is(err, quorum.ErrNotLeader) {
+			return nil, 0, nil, errNotController
+		}
+		return nil, 0, nil, fmt.Errorf("%w: proposing metadata: %v", kerr.NotController, err)
 	}
-	return next, true, nil
+	c.lastProposal = seq
+	c.pending, c.pendingTerm = next, term
+	return next, seq, done, nil
 }
 
-// appliedState returns the newest applied image and the id of the last
-// own proposal in it.
-func (c *Controller) appliedState() (*metadata.Image, uint64) {
+func (c *Controller) dropWaiter(seq uint64) {
 	c.waitMu.Lock()
-	defer c.waitMu.Unlock()
-	return c.applied, c.appliedProposal
+	delete(c.waiters, seq)
+	c.waitMu.Unlock()
 }
 
 // waitPublished blocks until an image at or past offset is published.
@@ -287,35 +411,111 @@ func (c *Controller) notifyLocked() {
 	c.changed = make(chan struct{})
 }
 
-// runApplier applies committed batches in order until Close.
+// failWaitersLocked answers every waiting proposal with err. c.waitMu
+// must be held.
+func (c *Controller) failWaitersLocked(err error) {
+	for seq, ch := range c.waiters {
+		ch <- proposalResult{err: err}
+		delete(c.waiters, seq)
+	}
+}
+
+// runApplier applies the committed stream until Close.
 func (c *Controller) runApplier() {
 	defer c.done.Done()
 	for {
 		select {
 		case <-c.stop:
+			c.waitMu.Lock()
+			c.failWaitersLocked(errStopped)
+			c.waitMu.Unlock()
 			return
-		case b := <-c.committed:
-			c.apply(b)
+		case <-c.quorum.Done():
+			c.waitMu.Lock()
+			c.activeTerm = 0
+			c.failWaitersLocked(errStopped)
+			c.notifyLocked()
+			c.waitMu.Unlock()
+			<-c.stop
+			return
+		case a := <-c.quorum.Apply():
+			c.apply(a)
 		}
 	}
 }
 
-// apply applies one committed batch. A batch that does not apply means
-// the log and the image disagree, which nothing can repair at run time.
-func (c *Controller) apply(b committedBatch) {
+// apply applies one hand-over of the committed stream.
+func (c *Controller) apply(a quorum.Apply) {
 	c.waitMu.Lock()
-	img, err := c.applied.Apply(b.lastOffset, b.records...)
+	defer c.waitMu.Unlock()
+	defer c.signalPublisher()
+	defer c.notifyLocked()
+	self := uint64(c.cfg.NodeID)
+	if c.activeTerm != 0 && (a.Leader != self || a.Term != c.activeTerm) {
+		c.logger.Info("no longer the active controller", "term", c.activeTerm, "leader", a.Leader, "new_term", a.Term)
+		c.activeTerm = 0
+		c.failWaitersLocked(errLostLeader)
+	}
+	c.leader, c.term = a.Leader, a.Term
+	if a.Snapshot != nil {
+		img, err := decodeSnapshot(*a.Snapshot)
+		if err != nil {
+			// Every node decodes the same snapshot the same way: a
+			// snapshot this node cannot load means it cannot follow.
+			panic(fmt.Sprintf("controller: invariant: a snapshot from the leader does not load: %v", err))
+		}
+		c.logger.Info("metadata snapshot loaded", "index", a.Snapshot.Index, "topics", len(img.Topics))
+		c.applied = img
+		c.unsnapshotted = 0
+	}
+	for _, e := range a.Entries {
+		c.applyEntry(e, a, self)
+	}
+	if c.unsnapshotted >= c.cfg.SnapshotBytes {
+		data, err := EncodeSnapshot(c.applied)
+		if err == nil {
+			c.quorum.Snapshot(quorum.Snapshot{Index: uint64(c.applied.Offset), Data: data})
+			c.unsnapshotted = 0
+		} else {
+			c.logger.Error("encoding a metadata snapshot", "err", err)
+		}
+	}
+}
+
+// applyEntry applies one committed entry. c.waitMu must be held.
+func (c *Controller) applyEntry(e quorum.Entry, a quorum.Apply, self uint64) {
+	index := int64(e.Index)
+	if len(e.Data) == 0 {
+		// A leader's first entry of its term: once it is applied, the
+		// leader's image holds everything committed before it.
+		c.applied = c.applied.WithOffset(index)
+		if e.Term == a.Term && a.Leader == self && c.activeTerm != a.Term {
+			c.activeTerm = a.Term
+			c.logger.Info("active controller", "term", a.Term, "offset", index)
+		}
+		return
+	}
+	c.unsnapshotted += int64(len(e.Data))
+	var ent entry
+	err := json.Unmarshal(e.Data, &ent)
+	var img *metadata.Image
+	if err == nil {
+		img, err = c.applied.Apply(index, ent.Records...)
+	}
 	if err != nil {
-		c.waitMu.Unlock()
-		panic(fmt.Sprintf("controller: invariant: committed metadata at offset %d does not apply: %v", b.lastOffset, err))
+		// Every node skips the same entry, so their images stay equal.
+		// A broken entry is a bug of the proposer that wrote it.
+		c.logger.Error("skipping a committed metadata entry that does not apply", "offset", index, "err", err)
+		img = c.applied.WithOffset(index)
 	}
 	c.applied = img
-	if b.proposal != 0 {
-		c.appliedProposal = b.proposal
+	if p := ent.Proposer; p.NodeID == c.cfg.NodeID && p.Incarnation == c.incarnation {
+		c.appliedProposal = p.Sequence
+		if ch, ok := c.waiters[p.Sequence]; ok {
+			ch <- proposalResult{index: index, err: err}
+			delete(c.waiters, p.Sequence)
+		}
 	}
-	c.notifyLocked()
-	c.waitMu.Unlock()
-	c.signalPublisher()
 }
 
 // signalPublisher tells the publisher a newer image is applied.
@@ -336,9 +536,9 @@ func (c *Controller) runPublisher() {
 		case <-c.newImage:
 		}
 		c.waitMu.Lock()
-		old, img := c.published, c.applied
+		old, img, at := c.published, c.applied, c.caughtUpAt
 		c.waitMu.Unlock()
-		if img == old {
+		if img == old || at < 0 || img.Offset < at {
 			continue
 		}
 		c.publish(old, img)
@@ -347,6 +547,32 @@ func (c *Controller) runPublisher() {
 		c.notifyLocked()
 		c.waitMu.Unlock()
 	}
+}
+
+// EncodeSnapshot encodes an image as a snapshot's data (quorum.Seed).
+func EncodeSnapshot(img *metadata.Image) ([]byte, error) {
+	return json.Marshal(snapshotData{Records: img.Records()})
+}
+
+// Bootstrap makes a new cluster's first record once this node is the
+// active controller: the cluster record, with cfg.ClusterID or a new id.
+// It does nothing for a cluster that has one.
+func (c *Controller) Bootstrap(ctx context.Context) error {
+	if err := c.WaitActive(ctx); err != nil {
+		return err
+	}
+	_, err := c.propose(ctx, func(img *metadata.Image) ([]metadata.Record, error) {
+		if img.ClusterID != "" {
+			return nil, nil
+		}
+		id := c.cfg.ClusterID
+		if id == "" {
+			id = metadata.NewUUID().String()
+		}
+		c.logger.Info("new cluster", "cluster.id", id)
+		return []metadata.Record{{Cluster: &metadata.ClusterRecord{ClusterID: id}}}, nil
+	})
+	return err
 }
 
 // RegisterBroker records this broker's endpoint, unless the image already
@@ -371,8 +597,8 @@ func (c *Controller) RegisterBroker(ctx context.Context, host string, port int32
 const ProducerIDBlockSize = 1000
 
 // AllocateProducerIDs reserves a block of producer ids and returns its
-// first id. The reservation is durable before it returns, so ids are never
-// handed out twice, even across restarts.
+// first id. The reservation is committed before it returns, so ids are
+// never handed out twice, even across restarts and controllers.
 func (c *Controller) AllocateProducerIDs(ctx context.Context) (first int64, err error) {
 	img, err := c.propose(ctx, func(img *metadata.Image) ([]metadata.Record, error) {
 		return []metadata.Record{{ProducerIDs: &metadata.ProducerIDsRecord{

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"log/slog"
 	"sync"
 	"testing"
@@ -13,38 +14,51 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/strata-io/strata/internal/metadata"
+	"github.com/strata-io/strata/internal/quorum"
+	"github.com/strata-io/strata/internal/storage"
+	"github.com/strata-io/strata/internal/vfs"
 )
 
-// memLog is an in-memory Log: the durable edge of the controller, as etcd
-// raft's MemoryStorage is of a raft node.
-type memLog struct {
-	mu      sync.Mutex
-	batches [][]metadata.Record
-	next    int64
-	appends int
+// testQuorum is a real single-voter quorum over an in-memory file system.
+type testQuorum struct {
+	fs   vfs.FS
+	dir  string
+	logs *storage.Manager
+	node *quorum.Node
 }
 
-func (l *memLog) Append(records []metadata.Record) (int64, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.batches = append(l.batches, records)
-	l.next += int64(len(records))
-	l.appends++
-	return l.next - 1, nil
-}
-
-func (l *memLog) Replay(fn func(int64, []metadata.Record) error) error {
-	l.mu.Lock()
-	batches := append([][]metadata.Record(nil), l.batches...)
-	l.mu.Unlock()
-	var off int64 = -1
-	for _, b := range batches {
-		off += int64(len(b))
-		if err := fn(off, b); err != nil {
-			return err
-		}
+func startQuorum(t *testing.T, fs vfs.FS, dir string) *testQuorum {
+	t.Helper()
+	m, err := storage.OpenManager(fs, dir, storage.ManagerOptions{Logger: discard()})
+	if err != nil {
+		t.Fatal(err)
 	}
-	return nil
+	l, err := m.GetOrCreate(MetadataTopic, 0, storage.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := quorum.Open(quorum.Config{NodeID: 1, Voters: map[uint64]string{1: ""}, WAL: l, FS: fs, Logger: discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Start()
+	q := &testQuorum{fs: fs, dir: dir, logs: m, node: n}
+	t.Cleanup(q.close)
+	return q
+}
+
+func (q *testQuorum) close() {
+	q.node.Close()
+	q.logs.Close()
+}
+
+// lastIndex is the quorum's last entry.
+func (q *testQuorum) lastIndex(t *testing.T) uint64 {
+	st, err := q.node.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.LastIndex
 }
 
 func testConfig() Config {
@@ -55,19 +69,27 @@ func testConfig() Config {
 	}
 }
 
-func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func discard() *slog.Logger {
+	if os.Getenv("STRATA_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
 
-// openTest opens a controller over log with a registered broker 1.
-func openTest(t *testing.T, log Log, publish Publish) *Controller {
+// openTest opens a controller over q with a registered broker 1.
+func openTest(t *testing.T, q *testQuorum, publish Publish) *Controller {
 	t.Helper()
 	if publish == nil {
 		publish = func(_, _ *metadata.Image) {}
 	}
-	c, err := Open(context.Background(), testConfig(), log, discard(), publish)
+	c, err := Open(context.Background(), testConfig(), q.node, discard(), publish)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
+	if err := c.Bootstrap(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	if err := c.RegisterBroker(context.Background(), "localhost", 9092, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -75,8 +97,7 @@ func openTest(t *testing.T, log Log, publish Publish) *Controller {
 }
 
 func TestConcurrentCreatesOfOneTopicCommitOnce(t *testing.T) {
-	log := &memLog{}
-	c := openTest(t, log, nil)
+	c := openTest(t, startQuorum(t, vfs.NewMem(), "/data"), nil)
 	const n = 8
 	errs := make(chan error, n)
 	for range n {
@@ -104,9 +125,9 @@ func TestConcurrentCreatesOfOneTopicCommitOnce(t *testing.T) {
 }
 
 func TestCreateTopicsIsOneAppend(t *testing.T) {
-	log := &memLog{}
-	c := openTest(t, log, nil)
-	before := log.appends
+	q := startQuorum(t, vfs.NewMem(), "/data")
+	c := openTest(t, q, nil)
+	before := q.lastIndex(t)
 	var specs []TopicSpec
 	for i := range 100 {
 		specs = append(specs, TopicSpec{Name: fmt.Sprintf("t%d", i), NumPartitions: 10, ReplicationFactor: 1})
@@ -123,21 +144,21 @@ func TestCreateTopicsIsOneAppend(t *testing.T) {
 	if !errors.Is(res[100].Err, kerr.InvalidTopicException) || res[101].Err != nil || !errors.Is(res[102].Err, kerr.InvalidTopicException) {
 		t.Fatalf("bad name: %v; t_1: %v; t.1 (collides with t_1): %v", res[100].Err, res[101].Err, res[102].Err)
 	}
-	if got := log.appends - before; got != 1 {
-		t.Fatalf("%d appends for one CreateTopics, want 1", got)
+	if got := q.lastIndex(t) - before; got != 1 {
+		t.Fatalf("%d entries for one CreateTopics, want 1", got)
 	}
 	if got := len(c.Image().Topics); got != 101 {
 		t.Fatalf("%d topics, want 101", got)
 	}
 	// validate_only plans and writes nothing.
 	res = c.CreateTopics(context.Background(), []TopicSpec{{Name: "dry", NumPartitions: 1, ReplicationFactor: 1}}, true)
-	if res[0].Err != nil || log.appends-before != 1 || c.Image().Topics["dry"] != nil {
-		t.Fatalf("validate only: %v, %d appends", res[0].Err, log.appends-before)
+	if res[0].Err != nil || q.lastIndex(t)-before != 1 || c.Image().Topics["dry"] != nil {
+		t.Fatalf("validate only: %v, %d entries", res[0].Err, q.lastIndex(t)-before)
 	}
 }
 
 func TestPublishInOrderOutsideTheProposer(t *testing.T) {
-	log := &memLog{}
+	q := startQuorum(t, vfs.NewMem(), "/data")
 	var mu sync.Mutex
 	var last *metadata.Image
 	release := make(chan struct{})
@@ -159,7 +180,7 @@ func TestPublishInOrderOutsideTheProposer(t *testing.T) {
 			<-release
 		}
 	}
-	c := openTest(t, log, publish)
+	c := openTest(t, q, publish)
 	mu.Lock()
 	block = true
 	mu.Unlock()
@@ -168,7 +189,16 @@ func TestPublishInOrderOutsideTheProposer(t *testing.T) {
 	go func() {
 		first <- c.CreateTopics(context.Background(), []TopicSpec{{Name: "a", NumPartitions: 1, ReplicationFactor: 1}}, false)[0].Err
 	}()
+	// However the test ends, the blocked publication is released before
+	// the cleanups close the controller.
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+		}
+	}()
 	<-blocking // a's image is being published, and the publication blocks
+	before := q.lastIndex(t)
 	// The proposer is free: b is planned against a (pending) and handed
 	// to the log while a's publication runs.
 	second := make(chan error, 1)
@@ -177,14 +207,12 @@ func TestPublishInOrderOutsideTheProposer(t *testing.T) {
 	}()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		log.mu.Lock()
-		n := len(log.batches)
-		log.mu.Unlock()
-		if n == 4 { // cluster, broker, a, b
+		n := q.lastIndex(t) - before
+		if n == 1 { // b's entry
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("second proposal not handed to the log while the first publication blocks (%d batches)", n)
+			t.Fatalf("second proposal not handed to the quorum while the first publication blocks (%d entries)", n)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -197,6 +225,7 @@ func TestPublishInOrderOutsideTheProposer(t *testing.T) {
 	block = false
 	mu.Unlock()
 	close(release)
+	released = true
 	if err := <-first; err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +248,7 @@ func TestProposalTimesOutWhilePublicationBlocks(t *testing.T) {
 		default:
 		}
 	}
-	c := openTest(t, &memLog{}, publish)
+	c := openTest(t, startQuorum(t, vfs.NewMem(), "/data"), publish)
 	close(armed)
 	defer once.Do(func() { close(release) })
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
@@ -232,14 +261,17 @@ func TestProposalTimesOutWhilePublicationBlocks(t *testing.T) {
 }
 
 func TestReopenReplaysAndPublishesBeforeReturning(t *testing.T) {
-	log := &memLog{}
-	c := openTest(t, log, nil)
+	fs := vfs.NewMem()
+	q := startQuorum(t, fs, "/data")
+	c := openTest(t, q, nil)
 	c.CreateTopics(context.Background(), []TopicSpec{{Name: "kept", NumPartitions: 2, ReplicationFactor: 1}}, false)
 	id := c.Image().ClusterID
 	c.Close()
+	q.close()
 
+	q = startQuorum(t, fs, "/data")
 	var published *metadata.Image
-	c2, err := Open(context.Background(), testConfig(), log, discard(), func(_, img *metadata.Image) { published = img })
+	c2, err := Open(context.Background(), testConfig(), q.node, discard(), func(_, img *metadata.Image) { published = img })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,9 +279,13 @@ func TestReopenReplaysAndPublishesBeforeReturning(t *testing.T) {
 	if published == nil || published.Topics["kept"] == nil || published.ClusterID != id {
 		t.Fatalf("reopened controller did not publish the replayed image before Open returned: %+v", published)
 	}
+	c2.Close()
+	q.close()
+
+	q = startQuorum(t, fs, "/data")
 	cfg := testConfig()
 	cfg.ClusterID = "other"
-	if _, err := Open(context.Background(), cfg, log, discard(), func(_, _ *metadata.Image) {}); err == nil {
-		t.Fatal("opened a metadata log of another cluster")
+	if _, err := Open(context.Background(), cfg, q.node, discard(), func(_, _ *metadata.Image) {}); err == nil {
+		t.Fatal("opened the metadata of another cluster")
 	}
 }
