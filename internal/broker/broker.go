@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -26,6 +27,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-io/strata/internal/config"
 	"github.com/strata-io/strata/internal/controller"
@@ -70,8 +72,23 @@ type Broker struct {
 	logs       *storage.Manager
 	controller *controller.Controller
 	quorum     *quorum.Node
-	server     *wire.Server
-	versions   map[int16]wire.VersionRange
+	// raft is quorum for the controller listener's goroutines, which run
+	// before it is open.
+	raft    atomic.Pointer[quorum.Node]
+	ctrl    *controllerClient
+	cluster config.Cluster
+	// incarnation identifies this process to the controller; brokerEpoch
+	// is the epoch of its registration; fenced whether the controller
+	// last said it is fenced.
+	incarnation metadata.UUID
+	brokerEpoch atomic.Int64
+	fenced      atomic.Bool
+	// controllerListener serves the controller listener's Kafka side;
+	// nil when this node has none.
+	controllerServer   *wire.Server
+	controllerListener net.Listener
+	server             *wire.Server
+	versions           map[int16]wire.VersionRange
 
 	image    atomic.Pointer[metadata.Image]
 	imageMu  sync.Mutex               // serializes applyImage
@@ -91,9 +108,10 @@ type Broker struct {
 	metrics       *metrics.Broker
 	admin         *metrics.AdminServer
 
-	listener   net.Listener
-	advertised config.Listener
-	zeroCopy   bool
+	listener    net.Listener
+	advertised  config.Listener
+	interBroker config.Listener
+	zeroCopy    bool
 
 	ctx    context.Context // canceled by Close, once requests are done
 	cancel context.CancelFunc
@@ -101,8 +119,11 @@ type Broker struct {
 	// once with what they have, so shutdown does not wait for them.
 	stopping    context.Context
 	stopWaiting context.CancelFunc
-	wg          sync.WaitGroup
-	closed      atomic.Bool
+	// heartbeatCtx ends the heartbeats, after a controlled shutdown.
+	heartbeatCtx   context.Context
+	stopHeartbeats context.CancelFunc
+	wg             sync.WaitGroup
+	closed         atomic.Bool
 }
 
 // New opens the data directory (recovering what needs it), replays the
@@ -130,14 +151,20 @@ func New(opts Options) (*Broker, error) {
 	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.stopping, b.stopWaiting = context.WithCancel(context.Background())
+	b.heartbeatCtx, b.stopHeartbeats = context.WithCancel(b.ctx)
 	b.versions = supportedVersions()
 	b.metrics = metrics.New(stateCollector{b})
 	b.fetchSessions = newFetchSessions(int(cfg.Int("max.incremental.fetch.session.cache.slots")))
 
-	listeners, err := config.ParseListeners(cfg.List("listeners"))
+	cluster, err := cfg.Cluster()
 	if err != nil {
 		return nil, err
 	}
+	if !cluster.Roles.Broker || !cluster.Roles.Controller {
+		return nil, fmt.Errorf("broker: process.roles=%s: only broker,controller (combined) nodes are supported yet", cfg.String("process.roles"))
+	}
+	b.cluster = cluster
+	b.incarnation = metadata.NewUUID()
 	if err := b.checkMetaProperties(); err != nil {
 		return nil, err
 	}
@@ -165,13 +192,23 @@ func New(opts Options) (*Broker, error) {
 	b.applySettings(b.resolveSettings(nil))
 	b.logger.Info("logs loaded", "dir", b.dir, "partitions", len(b.logs.Logs()), "duration", time.Since(start).Round(time.Millisecond))
 
-	ln, err := net.Listen("tcp", listeners[0].Addr())
+	ln, err := net.Listen("tcp", cluster.Client.Addr())
 	if err != nil {
 		b.logs.Close()
-		return nil, fmt.Errorf("broker: listening on %s: %w", listeners[0].Addr(), err)
+		return nil, fmt.Errorf("broker: listening on %s: %w", cluster.Client.Addr(), err)
 	}
 	b.listener = ln
-	b.advertised = b.advertisedListener(listeners[0], ln.Addr().(*net.TCPAddr))
+	b.advertised = b.advertisedListener(*cluster.Client, ln.Addr().(*net.TCPAddr))
+	b.interBroker = b.advertised
+	if ib := cluster.InterBroker; ib != nil && ib.Name != cluster.Client.Name {
+		b.interBroker = b.advertisedListenerNamed(*ib)
+	}
+	if cluster.Controller != nil {
+		if err := b.listenController(*cluster.Controller); err != nil {
+			b.abort()
+			return nil, err
+		}
+	}
 
 	gcfg := groupConfig(cfg)
 	if err := gcfg.Validate(); err != nil {
@@ -184,15 +221,16 @@ func New(opts Options) (*Broker, error) {
 		b.abort()
 		return nil, err
 	}
-	if err := b.controller.RegisterBroker(b.ctx, b.advertised.Host, b.advertised.Port, cfg.String("broker.rack")); err != nil {
+	b.ctrl = newControllerClient(b, cluster.Voters, time.Duration(cfg.Int("controller.quorum.request.timeout.ms"))*time.Millisecond)
+	if err := b.checkClusterID(); err != nil {
 		b.abort()
 		return nil, err
 	}
-	b.producerIDs = producer.NewIDAllocator(controller.ProducerIDBlockSize, func() (int64, error) {
-		ctx, cancel := context.WithTimeout(b.ctx, controllerRequestTimeout)
-		defer cancel()
-		return b.controller.AllocateProducerIDs(ctx)
-	})
+	if err := b.joinCluster(b.ctx); err != nil {
+		b.abort()
+		return nil, err
+	}
+	b.producerIDs = producer.NewIDAllocator(controller.ProducerIDBlockSize, b.allocateProducerIDs)
 	if err := b.writeMetaProperties(); err != nil {
 		b.abort()
 		return nil, err
@@ -220,12 +258,18 @@ func (b *Broker) openController() error {
 	if err != nil {
 		return err
 	}
-	voters := map[uint64]string{uint64(b.nodeID): ""}
+	voters := map[int32]string{}
+	for _, v := range b.cluster.Voters {
+		voters[v.ID] = ""
+		if !b.cluster.Alone {
+			voters[v.ID] = v.Addr()
+		}
+	}
 	if err := importLegacyMetadata(b.fs, wal, voters, b.logger); err != nil {
 		return err
 	}
 	b.quorum, err = quorum.Open(quorum.Config{
-		NodeID:          uint64(b.nodeID),
+		NodeID:          b.nodeID,
 		Voters:          voters,
 		WAL:             wal,
 		FS:              b.fs,
@@ -236,6 +280,7 @@ func (b *Broker) openController() error {
 	if err != nil {
 		return err
 	}
+	b.raft.Store(b.quorum)
 	b.quorum.Start()
 	b.controller, err = controller.Open(b.ctx, controller.Config{
 		NodeID:                   b.nodeID,
@@ -243,6 +288,8 @@ func (b *Broker) openController() error {
 		DefaultPartitions:        int32(b.cfg.Int("num.partitions")),
 		DefaultReplicationFactor: int16(b.cfg.Int("default.replication.factor")),
 		SnapshotBytes:            b.cfg.Int("metadata.log.max.record.bytes.between.snapshots"),
+		SessionTimeout:           time.Duration(b.cfg.Int("broker.session.timeout.ms")) * time.Millisecond,
+		Now:                      b.now,
 		ValidateTopicConfig:      config.ValidateTopicConfig,
 		ValidateBrokerConfig:     validateDynamicBrokerConfig,
 	}, b.quorum, b.logger, b.applyImage)
@@ -259,16 +306,113 @@ const controllerRequestTimeout = 30 * time.Second
 
 // abort releases what New opened before failing.
 func (b *Broker) abort() {
+	b.cancel()
+	if b.ctrl != nil {
+		b.ctrl.close()
+	}
 	if b.controller != nil {
 		b.controller.Close()
 	}
 	if b.quorum != nil {
 		b.quorum.Close()
 	}
+	if b.controllerListener != nil {
+		b.controllerListener.Close()
+		b.controllerServer.Close()
+	}
 	if b.listener != nil {
 		b.listener.Close()
 	}
+	b.wg.Wait()
 	b.logs.Close()
+}
+
+// listenController binds the controller listener and serves it: Raft
+// messages to the quorum node (once it exists) and the controller APIs.
+// It serves from now on, before the quorum has a leader, which needs it.
+func (b *Broker) listenController(l config.Listener) error {
+	ln, err := net.Listen("tcp", l.Addr())
+	if err != nil {
+		return fmt.Errorf("broker: listening on the controller listener %s: %w", l.Addr(), err)
+	}
+	srv, err := wire.NewServer(wire.Config{
+		Handler:        controllerHandler{b},
+		MaxRequestSize: int32(b.cfg.Int("socket.request.max.bytes")),
+		IdleTimeout:    time.Duration(b.cfg.Int("connections.max.idle.ms")) * time.Millisecond,
+		CopySplices:    true,
+		Logger:         b.logger.With("listener", l.Name),
+	})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	b.controllerListener, b.controllerServer = ln, srv
+	kafka := newChanListener(ln.Addr())
+	b.wg.Add(2)
+	go func() {
+		defer b.wg.Done()
+		if err := srv.Serve(kafka); err != nil && !errors.Is(err, wire.ErrServerClosed) {
+			b.logger.Error("controller listener stopped", "err", err)
+		}
+	}()
+	go func() {
+		defer b.wg.Done()
+		b.serveControllerListener(ln, kafka)
+	}()
+	return nil
+}
+
+// advertisedListenerNamed is the advertised.listeners entry of a listener's
+// name, or the listener itself (a wildcard host replaced by this machine's
+// name).
+func (b *Broker) advertisedListenerNamed(l config.Listener) config.Listener {
+	if adv, err := config.ParseListeners(b.cfg.List("advertised.listeners")); err == nil {
+		for _, a := range adv {
+			if a.Name == l.Name {
+				return a
+			}
+		}
+	}
+	if l.Host == "" || l.Host == "0.0.0.0" || l.Host == "::" {
+		if h, err := os.Hostname(); err == nil {
+			l.Host = h
+		}
+	}
+	return l
+}
+
+// checkClusterID refuses a data directory whose meta.properties names
+// another cluster than the quorum's.
+func (b *Broker) checkClusterID() error {
+	props, err := readMetaProperties(b.dir)
+	if err != nil {
+		return nil // a new directory adopts the quorum's
+	}
+	if id := props["cluster.id"]; id != "" && b.ClusterID() != "" && id != b.ClusterID() {
+		return fmt.Errorf("broker: %s belongs to cluster %s, but the controllers' cluster is %s", filepath.Join(b.dir, metaPropertiesFile), id, b.ClusterID())
+	}
+	return nil
+}
+
+// allocateProducerIDs reserves a block of producer ids from the active
+// controller (AllocateProducerIds).
+func (b *Broker) allocateProducerIDs() (int64, error) {
+	ctx, cancel := context.WithTimeout(b.ctx, controllerRequestTimeout)
+	defer cancel()
+	req := kmsg.NewPtrAllocateProducerIDsRequest()
+	req.BrokerID, req.BrokerEpoch = b.nodeID, b.brokerEpoch.Load()
+	resp, err := b.ctrl.Request(ctx, req)
+	if err != nil {
+		return 0, err
+	}
+	r := resp.(*kmsg.AllocateProducerIDsResponse)
+	if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+		return 0, err
+	}
+	if r.ProducerIDLen != controller.ProducerIDBlockSize {
+		return 0, fmt.Errorf("broker: the controller reserved %d producer ids, not %d", r.ProducerIDLen, controller.ProducerIDBlockSize)
+	}
+	return r.ProducerIDStart, nil
 }
 
 // advertisedListener is advertised.listeners' first entry, or the bound
@@ -312,12 +456,16 @@ func (b *Broker) Start() error {
 		}
 		b.admin = admin
 	}
-	b.wg.Add(2)
+	b.wg.Add(3)
 	go func() {
 		defer b.wg.Done()
 		if err := b.server.Serve(b.listener); err != nil && !errors.Is(err, wire.ErrServerClosed) {
 			b.logger.Error("listener stopped", "err", err)
 		}
+	}()
+	go func() {
+		defer b.wg.Done()
+		b.runHeartbeats(b.heartbeatCtx)
 	}()
 	go func() {
 		defer b.wg.Done()
@@ -389,6 +537,14 @@ func (b *Broker) Close() error {
 		return nil
 	}
 	start := time.Now()
+	if !b.cluster.Alone {
+		// Controlled shutdown: the controller moves this broker's
+		// leaderships to other in-sync replicas while it still serves.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(b.cfg.Int("broker.session.timeout.ms"))*time.Millisecond)
+		b.controlledShutdown(ctx)
+		cancel()
+	}
+	b.stopHeartbeats()
 	// Answer the waiting requests first: long polls with what they have,
 	// parked group requests with NOT_COORDINATOR (clients move on).
 	b.stopWaiting()
@@ -410,9 +566,14 @@ func (b *Broker) Close() error {
 		}
 	}
 	b.partitionsMu.RUnlock()
+	b.ctrl.close()
 	b.controller.Close()
 	if qerr := b.quorum.Close(); qerr != nil {
 		b.logger.Warn("metadata quorum", "err", qerr)
+	}
+	if b.controllerListener != nil {
+		b.controllerListener.Close()
+		b.controllerServer.Close()
 	}
 	err := b.logs.Close()
 	b.logger.Info("broker stopped", "duration", time.Since(start).Round(time.Millisecond), "err", err)

@@ -42,8 +42,8 @@ import (
 // * Broker loggers (resource type 8) are not supported: INVALID_REQUEST.
 func init() {
 	register(32, 1, 4, (*Broker).handleDescribeConfigs)
-	register(33, 0, 2, (*Broker).handleAlterConfigs)
-	register(44, 0, 1, (*Broker).handleIncrementalAlterConfigs)
+	registerAdmin(33, 0, 2, (*Broker).handleAlterConfigs)
+	registerAdmin(44, 0, 1, (*Broker).handleIncrementalAlterConfigs)
 }
 
 func (b *Broker) handleDescribeConfigs(_ context.Context, _ *wire.Conn, req *wire.Request) wire.Response {

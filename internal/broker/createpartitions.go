@@ -14,7 +14,7 @@ import (
 // Behavior: a topic can only grow (INVALID_PARTITIONS otherwise); new
 // partitions get the given assignment or an automatic one with the topic's
 // replication factor; validate_only creates nothing.
-func init() { register(37, 0, 3, (*Broker).handleCreatePartitions) }
+func init() { registerAdmin(37, 0, 3, (*Broker).handleCreatePartitions) }
 
 func (b *Broker) handleCreatePartitions(ctx context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
 	r := req.Body.(*kmsg.CreatePartitionsRequest)

@@ -25,7 +25,7 @@ import (
 // * validate_only checks everything and creates nothing.
 // * v5+ returns the topic's effective configuration.
 // * The topic exists on this node when the response is sent.
-func init() { register(19, 2, 7, (*Broker).handleCreateTopics) }
+func init() { registerAdmin(19, 2, 7, (*Broker).handleCreateTopics) }
 
 func (b *Broker) handleCreateTopics(ctx context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
 	r := req.Body.(*kmsg.CreateTopicsRequest)

@@ -20,7 +20,7 @@ import (
 // * Internal topics cannot be deleted: INVALID_TOPIC_EXCEPTION.
 // * delete.topic.enable=false refuses every deletion with
 // TOPIC_DELETION_DISABLED.
-func init() { register(20, 1, 6, (*Broker).handleDeleteTopics) }
+func init() { registerAdmin(20, 1, 6, (*Broker).handleDeleteTopics) }
 
 func (b *Broker) handleDeleteTopics(ctx context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
 	r := req.Body.(*kmsg.DeleteTopicsRequest)
@@ -63,7 +63,6 @@ func (b *Broker) handleDeleteTopics(ctx context.Context, _ *wire.Conn, req *wire
 			}
 		}
 		resp := r.ResponseKind().(*kmsg.DeleteTopicsResponse)
-		var deleted []string
 		for _, res := range results {
 			st := kmsg.NewDeleteTopicsResponseTopic()
 			if res.Name != "" {
@@ -76,16 +75,8 @@ func (b *Broker) handleDeleteTopics(ctx context.Context, _ *wire.Conn, req *wire
 				if r.Version >= 5 {
 					st.ErrorMessage = errorMessage(res.Err)
 				}
-			} else {
-				deleted = append(deleted, res.Name)
 			}
 			resp.Topics = append(resp.Topics, st)
-		}
-		// Committed offsets of deleted topics go too, as in Kafka, before
-		// the answer: a topic created again with the same name starts with
-		// none.
-		if len(deleted) > 0 {
-			b.groups.DeleteTopicOffsets(ctx, deleted)
 		}
 		return resp
 	})

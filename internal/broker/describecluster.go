@@ -29,7 +29,7 @@ func (b *Broker) handleDescribeCluster(_ context.Context, _ *wire.Conn, req *wir
 	resp.EndpointType = r.EndpointType
 	img := b.image.Load()
 	resp.ClusterID = img.ClusterID
-	resp.ControllerID = b.nodeID
+	resp.ControllerID = b.controllerID(img)
 	for _, id := range img.BrokerIDs() {
 		br := img.Brokers[id]
 		rb := kmsg.NewDescribeClusterResponseBroker()

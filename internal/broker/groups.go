@@ -157,12 +157,12 @@ func (b *Broker) ensureOffsetsTopic() error {
 	segment := b.cfg.String("offsets.topic.segment.bytes")
 	ctx, cancel := context.WithTimeout(b.ctx, controllerRequestTimeout)
 	defer cancel()
-	res := b.controller.CreateTopics(ctx, []controller.TopicSpec{{
+	res := b.createTopicsAtController(ctx, []controller.TopicSpec{{
 		Name:              OffsetsTopic,
 		NumPartitions:     int32(b.cfg.Int("offsets.topic.num.partitions")),
 		ReplicationFactor: max(rf, 1),
 		Configs:           map[string]*string{"cleanup.policy": &compact, "segment.bytes": &segment},
-	}}, false)[0]
+	}})[0]
 	if res.Err != nil && !errors.Is(res.Err, kerr.TopicAlreadyExists) {
 		return res.Err
 	}

@@ -72,7 +72,7 @@ func (b *Broker) handleMetadata(_ context.Context, _ *wire.Conn, req *wire.Reque
 	}
 	clusterID := img.ClusterID
 	resp.ClusterID = &clusterID
-	resp.ControllerID = b.nodeID
+	resp.ControllerID = b.controllerID(img)
 
 	if allTopics {
 		for _, name := range img.TopicNames() {
@@ -149,7 +149,7 @@ func (b *Broker) autoCreateTopics(names []string) {
 	}
 	ctx, cancel := context.WithTimeout(b.ctx, controllerRequestTimeout)
 	defer cancel()
-	for i, res := range b.controller.CreateTopics(ctx, specs, false) {
+	for i, res := range b.createTopicsAtController(ctx, specs) {
 		switch {
 		case res.Err == nil:
 			b.logger.Info("topic created", "topic", names[i], "partitions", res.NumPartitions, "replication.factor", res.ReplicationFactor, "auto", true)

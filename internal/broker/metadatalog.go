@@ -104,7 +104,7 @@ func takeLegacyMetadata(fs vfs.FS, l *storage.Log) (*metadata.Image, error) {
 // importLegacyMetadata seeds a new quorum with the metadata of a single
 // node's log from before the quorum, if the log holds such, so that the
 // first image the broker acts on has the topics it hosts.
-func importLegacyMetadata(fs vfs.FS, wal *storage.Log, voters map[uint64]string, logger *slog.Logger) error {
+func importLegacyMetadata(fs vfs.FS, wal *storage.Log, voters map[int32]string, logger *slog.Logger) error {
 	img, err := takeLegacyMetadata(fs, wal)
 	if err != nil || img == nil {
 		return err

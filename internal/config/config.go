@@ -155,7 +155,8 @@ func (s *Server) check() error {
 	if len(s.LogDirs()) == 0 {
 		return fmt.Errorf("%w: log.dirs: empty", ErrInvalid)
 	}
-	return nil
+	_, err := s.Cluster()
+	return err
 }
 
 // Validate reports whether value is acceptable for the key.

@@ -80,6 +80,11 @@ type Config struct {
 	ClusterID                string // used when the cluster is new; "" generates one
 	DefaultPartitions        int32  // num.partitions
 	DefaultReplicationFactor int16  // default.replication.factor
+	// SessionTimeout is broker.session.timeout.ms (9000): a broker that
+	// has not heartbeated for this long is fenced.
+	SessionTimeout time.Duration
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
 	// SnapshotBytes is metadata.log.max.record.bytes.between.snapshots
 	// (20 MiB): the applied entry bytes after which the image is
 	// snapshotted and the Raft log compacted behind it.
@@ -113,6 +118,10 @@ type Controller struct {
 	pending      *metadata.Image
 	pendingTerm  uint64
 	lastProposal uint64
+	// live is the brokers' heartbeat times, valid in term liveTerm (a new
+	// active controller starts afresh). c.mu guards both.
+	live     *liveness
+	liveTerm uint64
 
 	waitMu sync.Mutex
 	// applied is the newest image the applier built; published the newest
@@ -120,10 +129,11 @@ type Controller struct {
 	// last of this incarnation's proposals applied.
 	applied, published *metadata.Image
 	appliedProposal    uint64
-	// leader and term are the quorum's, from the committed stream;
-	// activeTerm is the term this node is the active controller in (0:
-	// not active).
-	leader, term, activeTerm uint64
+	// leader (-1: none known) and term are the quorum's, from the
+	// committed stream; activeTerm is the term this node is the active
+	// controller in (0: not active).
+	leader           int32
+	term, activeTerm uint64
 	// caughtUpAt is the quorum's commit index (a ReadIndex) when Open ran:
 	// nothing is published before it is applied, so the broker never acts
 	// on (and deletes partitions by) an image older than what it acted on
@@ -175,10 +185,17 @@ func Open(ctx context.Context, cfg Config, q Quorum, logger *slog.Logger, publis
 	if cfg.SnapshotBytes <= 0 {
 		cfg.SnapshotBytes = 20 << 20
 	}
+	if cfg.SessionTimeout <= 0 {
+		cfg.SessionTimeout = 9 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	c := &Controller{
 		cfg: cfg, quorum: q, logger: logger, publish: publish,
 		incarnation: rand.Uint64(),
 		published:   metadata.Empty(),
+		leader:      -1,
 		waiters:     map[uint64]chan proposalResult{},
 		changed:     make(chan struct{}),
 		newImage:    make(chan struct{}, 1),
@@ -191,9 +208,10 @@ func Open(ctx context.Context, cfg Config, q Quorum, logger *slog.Logger, publis
 	}
 	c.applied = img
 	c.caughtUpAt = -1
-	c.done.Add(2)
+	c.done.Add(3)
 	go c.runApplier()
 	go c.runPublisher()
+	go c.runFencer()
 	start := time.Now()
 	readIndex, err := q.ReadIndex(ctx)
 	if err != nil {
@@ -252,8 +270,8 @@ func (c *Controller) Image() *metadata.Image {
 }
 
 // Leader returns the quorum's leader as the committed stream last told
-// (0: unknown) and whether this node is the active controller.
-func (c *Controller) Leader() (leader uint64, active bool) {
+// (-1: unknown) and whether this node is the active controller.
+func (c *Controller) Leader() (leader int32, active bool) {
 	c.waitMu.Lock()
 	defer c.waitMu.Unlock()
 	return c.leader, c.activeTerm != 0
@@ -346,6 +364,9 @@ func (c *Controller) handOver(ctx context.Context, plan func(img *metadata.Image
 	base := c.pending
 	if base == nil || c.pendingTerm != term || appliedSeq >= c.lastProposal {
 		base = applied
+	}
+	if c.live == nil || c.liveTerm != term {
+		c.live, c.liveTerm = newLiveness(c.cfg.SessionTimeout), term
 	}
 	records, err := plan(base)
 	if err != nil || len(records) == 0 {
@@ -450,7 +471,7 @@ func (c *Controller) apply(a quorum.Apply) {
 	defer c.waitMu.Unlock()
 	defer c.signalPublisher()
 	defer c.notifyLocked()
-	self := uint64(c.cfg.NodeID)
+	self := c.cfg.NodeID
 	if c.activeTerm != 0 && (a.Leader != self || a.Term != c.activeTerm) {
 		c.logger.Info("no longer the active controller", "term", c.activeTerm, "leader", a.Leader, "new_term", a.Term)
 		c.activeTerm = 0
@@ -483,7 +504,7 @@ func (c *Controller) apply(a quorum.Apply) {
 }
 
 // applyEntry applies one committed entry. c.waitMu must be held.
-func (c *Controller) applyEntry(e quorum.Entry, a quorum.Apply, self uint64) {
+func (c *Controller) applyEntry(e quorum.Entry, a quorum.Apply, self int32) {
 	index := int64(e.Index)
 	if len(e.Data) == 0 {
 		// A leader's first entry of its term: once it is applied, the
@@ -554,42 +575,42 @@ func EncodeSnapshot(img *metadata.Image) ([]byte, error) {
 	return json.Marshal(snapshotData{Records: img.Records()})
 }
 
-// Bootstrap makes a new cluster's first record once this node is the
-// active controller: the cluster record, with cfg.ClusterID or a new id.
-// It does nothing for a cluster that has one.
+// Bootstrap returns once the cluster has its first record, the cluster
+// id: the active controller of a new cluster writes it (cfg.ClusterID, or
+// a new id), and the other voters wait to apply it.
 func (c *Controller) Bootstrap(ctx context.Context) error {
-	if err := c.WaitActive(ctx); err != nil {
-		return err
+	for {
+		c.waitMu.Lock()
+		id, active, changed := c.applied.ClusterID, c.activeTerm != 0, c.changed
+		c.waitMu.Unlock()
+		if id != "" {
+			return nil
+		}
+		if active {
+			_, err := c.propose(ctx, func(img *metadata.Image) ([]metadata.Record, error) {
+				if img.ClusterID != "" {
+					return nil, nil
+				}
+				id := c.cfg.ClusterID
+				if id == "" {
+					id = metadata.NewUUID().String()
+				}
+				c.logger.Info("new cluster", "cluster.id", id)
+				return []metadata.Record{{Cluster: &metadata.ClusterRecord{ClusterID: id}}}, nil
+			})
+			if err == nil || !IsNotController(err) {
+				return err
+			}
+			continue
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("controller: waiting for the cluster's first record: %w", context.Cause(ctx))
+		case <-c.stop:
+			return errStopped
+		}
 	}
-	_, err := c.propose(ctx, func(img *metadata.Image) ([]metadata.Record, error) {
-		if img.ClusterID != "" {
-			return nil, nil
-		}
-		id := c.cfg.ClusterID
-		if id == "" {
-			id = metadata.NewUUID().String()
-		}
-		c.logger.Info("new cluster", "cluster.id", id)
-		return []metadata.Record{{Cluster: &metadata.ClusterRecord{ClusterID: id}}}, nil
-	})
-	return err
-}
-
-// RegisterBroker records this broker's endpoint, unless the image already
-// has it as given.
-func (c *Controller) RegisterBroker(ctx context.Context, host string, port int32, rack string) error {
-	_, err := c.propose(ctx, func(img *metadata.Image) ([]metadata.Record, error) {
-		b, ok := img.Brokers[c.cfg.NodeID]
-		if ok && b.Host == host && b.Port == port && b.Rack == rack && !b.Fenced {
-			return nil, nil
-		}
-		var epoch int64 = 1
-		if ok {
-			epoch = b.Epoch + 1
-		}
-		return []metadata.Record{{Broker: &metadata.BrokerRecord{NodeID: c.cfg.NodeID, Host: host, Port: port, Rack: rack, Epoch: epoch}}}, nil
-	})
-	return err
 }
 
 // ProducerIDBlockSize is how many producer ids one reservation takes, as in

@@ -37,7 +37,7 @@ func startQuorum(t *testing.T, fs vfs.FS, dir string) *testQuorum {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := quorum.Open(quorum.Config{NodeID: 1, Voters: map[uint64]string{1: ""}, WAL: l, FS: fs, Logger: discard()})
+	n, err := quorum.Open(quorum.Config{NodeID: 1, Voters: map[int32]string{1: ""}, WAL: l, FS: fs, Logger: discard()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,8 +90,12 @@ func openTest(t *testing.T, q *testQuorum, publish Publish) *Controller {
 	if err := c.Bootstrap(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.RegisterBroker(context.Background(), "localhost", 9092, ""); err != nil {
+	epoch, err := c.RegisterBroker(context.Background(), Registration{NodeID: 1, Listeners: []metadata.Endpoint{{Name: "PLAINTEXT", Host: "localhost", Port: 9092}}})
+	if err != nil {
 		t.Fatal(err)
+	}
+	if r, err := c.Heartbeat(context.Background(), Heartbeat{NodeID: 1, Epoch: epoch, MetadataOffset: c.Image().Offset + 1}); err != nil || r.IsFenced {
+		t.Fatalf("heartbeat: %+v %v", r, err)
 	}
 	return c
 }

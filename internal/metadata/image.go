@@ -41,13 +41,33 @@ type ConfigResource struct {
 
 // Broker is a registered broker.
 type Broker struct {
-	NodeID int32
-	Host   string
-	Port   int32
-	Rack   string
-	Epoch  int64
-	Fenced bool
+	NodeID               int32
+	Host                 string
+	Port                 int32
+	Listeners            []Endpoint
+	Rack                 string
+	IncarnationID        UUID
+	Epoch                int64
+	Fenced               bool
+	InControlledShutdown bool
+	// RegistrationOffset is the offset of the registration's record.
+	RegistrationOffset int64
 }
+
+// Endpoint returns the broker's listener of that name, or its client
+// listener when it has none of that name.
+func (b *Broker) Endpoint(name string) Endpoint {
+	for _, l := range b.Listeners {
+		if l.Name == name {
+			return l
+		}
+	}
+	return Endpoint{Name: name, Host: b.Host, Port: b.Port}
+}
+
+// Eligible reports whether the broker may lead or join an ISR: registered,
+// unfenced and not shutting down.
+func (b *Broker) Eligible() bool { return b != nil && !b.Fenced && !b.InControlledShutdown }
 
 // Topic is a topic and its partitions, indexed by partition id.
 type Topic struct {
@@ -86,7 +106,7 @@ func (img *Image) Apply(lastOffset int64, records ...Record) (*Image, error) {
 	next.TopicsByID = maps.Clone(img.TopicsByID)
 	next.Configs = maps.Clone(img.Configs)
 	for i := range records {
-		if err := next.apply(&records[i]); err != nil {
+		if err := next.apply(&records[i], lastOffset); err != nil {
 			return nil, err
 		}
 	}
@@ -94,7 +114,7 @@ func (img *Image) Apply(lastOffset int64, records ...Record) (*Image, error) {
 	return &next, nil
 }
 
-func (img *Image) apply(r *Record) error {
+func (img *Image) apply(r *Record, offset int64) error {
 	switch {
 	case r.Cluster != nil:
 		img.ClusterID = r.Cluster.ClusterID
@@ -104,7 +124,27 @@ func (img *Image) apply(r *Record) error {
 			delete(img.Brokers, b.NodeID)
 			return nil
 		}
-		img.Brokers[b.NodeID] = &Broker{NodeID: b.NodeID, Host: b.Host, Port: b.Port, Rack: b.Rack, Epoch: b.Epoch, Fenced: b.Fenced}
+		reg := b.RegistrationOffset
+		if reg == 0 {
+			reg = offset
+		}
+		img.Brokers[b.NodeID] = &Broker{NodeID: b.NodeID, Host: b.Host, Port: b.Port, Listeners: b.Listeners, Rack: b.Rack,
+			IncarnationID: b.IncarnationID, Epoch: b.Epoch, Fenced: b.Fenced,
+			InControlledShutdown: b.InControlledShutdown, RegistrationOffset: reg}
+	case r.BrokerChange != nil:
+		c := r.BrokerChange
+		old, ok := img.Brokers[c.NodeID]
+		if !ok || old.Epoch != c.Epoch {
+			return fmt.Errorf("%w: change of broker %d epoch %d, which is not registered at that epoch", ErrInconsistent, c.NodeID, c.Epoch)
+		}
+		b := *old
+		if c.Fenced != nil {
+			b.Fenced = *c.Fenced
+		}
+		if c.InControlledShutdown != nil {
+			b.InControlledShutdown = *c.InControlledShutdown
+		}
+		img.Brokers[c.NodeID] = &b
 	case r.Topic != nil:
 		if _, ok := img.Topics[r.Topic.Name]; ok {
 			return fmt.Errorf("%w: topic %q exists", ErrInconsistent, r.Topic.Name)
@@ -215,6 +255,10 @@ func (img *Image) BrokerIDs() []int32 {
 	return ids
 }
 
+// BrokerIDsAll returns every registered broker's id, fenced or not, in
+// order.
+func (img *Image) BrokerIDsAll() []int32 { return slices.Sorted(maps.Keys(img.Brokers)) }
+
 // Partition returns a partition, if it exists.
 func (img *Image) Partition(topic string, partition int32) (*Topic, *Partition, bool) {
 	t, ok := img.Topics[topic]
@@ -242,7 +286,9 @@ func (img *Image) Records() []Record {
 	ids := slices.Sorted(maps.Keys(img.Brokers))
 	for _, id := range ids {
 		b := img.Brokers[id]
-		out = append(out, Record{Broker: &BrokerRecord{NodeID: b.NodeID, Host: b.Host, Port: b.Port, Rack: b.Rack, Epoch: b.Epoch, Fenced: b.Fenced}})
+		out = append(out, Record{Broker: &BrokerRecord{NodeID: b.NodeID, Host: b.Host, Port: b.Port, Listeners: b.Listeners, Rack: b.Rack,
+			IncarnationID: b.IncarnationID, Epoch: b.Epoch, Fenced: b.Fenced,
+			InControlledShutdown: b.InControlledShutdown, RegistrationOffset: b.RegistrationOffset}})
 	}
 	for _, name := range img.TopicNames() {
 		t := img.Topics[name]

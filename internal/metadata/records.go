@@ -31,6 +31,7 @@ var ErrUnknownRecord = errors.New("metadata: unknown record type")
 // Record is one metadata change. Exactly one of the pointers is set.
 type Record struct {
 	Broker          *BrokerRecord
+	BrokerChange    *BrokerChangeRecord
 	Topic           *TopicRecord
 	Partition       *PartitionRecord
 	PartitionChange *PartitionChangeRecord
@@ -45,17 +46,49 @@ type ClusterRecord struct {
 	ClusterID string `json:"clusterId"`
 }
 
-// BrokerRecord registers a broker, or updates its endpoints.
+// BrokerRecord registers a broker (Kafka's RegisterBrokerRecord), or
+// removes it.
 type BrokerRecord struct {
 	NodeID int32  `json:"nodeId"`
 	Host   string `json:"host"`
 	Port   int32  `json:"port"`
-	Rack   string `json:"rack,omitempty"`
+	// Listeners are all the broker's endpoints, the client one (Host,
+	// Port) first.
+	Listeners []Endpoint `json:"listeners,omitempty"`
+	Rack      string     `json:"rack,omitempty"`
+	// IncarnationID is new at every start of the broker's process, so a
+	// second process with the same node id is told apart.
+	IncarnationID UUID `json:"incarnationId,omitzero"`
 	// Epoch increases with each registration so stale heartbeats can be
 	// told apart.
-	Epoch   int64 `json:"epoch"`
-	Fenced  bool  `json:"fenced,omitempty"`
-	Removed bool  `json:"removed,omitempty"`
+	Epoch  int64 `json:"epoch"`
+	Fenced bool  `json:"fenced,omitempty"`
+	// InControlledShutdown is set while the broker moves its leaderships
+	// away before it stops.
+	InControlledShutdown bool `json:"inControlledShutdown,omitempty"`
+	// RegistrationOffset is the metadata offset of the registration, which
+	// a broker must have applied before it is unfenced. 0 when the record
+	// is the registration itself: the offset it is applied at.
+	RegistrationOffset int64 `json:"registrationOffset,omitempty"`
+	Removed            bool  `json:"removed,omitempty"`
+}
+
+// Endpoint is one of a broker's listeners.
+type Endpoint struct {
+	Name string `json:"name"`
+	Host string `json:"host"`
+	Port int32  `json:"port"`
+}
+
+// BrokerChangeRecord fences, unfences or marks in controlled shutdown a
+// registered broker (Kafka's BrokerRegistrationChangeRecord). Nil fields
+// are unchanged. A record for another epoch than the registration's does
+// not apply.
+type BrokerChangeRecord struct {
+	NodeID               int32 `json:"nodeId"`
+	Epoch                int64 `json:"epoch"`
+	Fenced               *bool `json:"fenced,omitempty"`
+	InControlledShutdown *bool `json:"inControlledShutdown,omitempty"`
 }
 
 // TopicRecord creates a topic. Its partitions follow as PartitionRecords.
@@ -126,6 +159,8 @@ var recordTypes = []struct {
 		func(r *Record) any { r.Cluster = new(ClusterRecord); return r.Cluster }},
 	{"broker", func(r *Record) (any, bool) { return r.Broker, r.Broker != nil },
 		func(r *Record) any { r.Broker = new(BrokerRecord); return r.Broker }},
+	{"brokerChange", func(r *Record) (any, bool) { return r.BrokerChange, r.BrokerChange != nil },
+		func(r *Record) any { r.BrokerChange = new(BrokerChangeRecord); return r.BrokerChange }},
 	{"topic", func(r *Record) (any, bool) { return r.Topic, r.Topic != nil },
 		func(r *Record) any { r.Topic = new(TopicRecord); return r.Topic }},
 	{"partition", func(r *Record) (any, bool) { return r.Partition, r.Partition != nil },

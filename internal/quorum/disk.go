@@ -423,13 +423,18 @@ func (d *disk) snapshot(index uint64, data []byte, keep uint64) error {
 // enters it. It does nothing to a directory that already holds a quorum's
 // state (its StateFile), so a crash and a second Seed are harmless. Every
 // voter of a cluster must be seeded alike, or none.
-func Seed(fs vfs.FS, wal *storage.Log, voters []uint64, data []byte) error {
+func Seed(fs vfs.FS, wal *storage.Log, voters []int32, data []byte) error {
 	if vfs.Exists(fs, filepath.Join(wal.Dir(), StateFile)) {
 		return nil
 	}
 	d := &disk{fs: fs, dir: wal.Dir(), wal: wal, now: time.Now}
+	ids := make([]uint64, len(voters))
+	for i, v := range voters {
+		ids[i] = raftID(v)
+	}
+	slices.Sort(ids)
 	snap := &pb.Snapshot{Data: data, Metadata: &pb.SnapshotMetadata{
-		ConfState: &pb.ConfState{Voters: voters}, Index: new(uint64(1)), Term: new(uint64(1)),
+		ConfState: &pb.ConfState{Voters: ids}, Index: new(uint64(1)), Term: new(uint64(1)),
 	}}
 	if err := d.writeCheckpoint(snap); err != nil {
 		return err

@@ -30,11 +30,13 @@ var (
 
 // Config configures a Node.
 type Config struct {
-	// NodeID is this node's id (node.id); it must be among Voters.
-	NodeID uint64
+	// NodeID is this node's id (node.id); it must be among Voters. Node
+	// ids are Kafka's (0 and up); Raft's are one more, as Raft reserves 0
+	// for none.
+	NodeID int32
 	// Voters are the controllers' ids and controller-listener addresses
 	// (controller.quorum.voters). They are fixed for the cluster's life.
-	Voters map[uint64]string
+	Voters map[int32]string
 	// WAL is the log that holds the Raft entries (__cluster_metadata-0);
 	// the quorum's other files live in its directory on FS.
 	WAL *storage.Log
@@ -79,7 +81,9 @@ type Snapshot struct {
 // to load, entries to apply, and the leader and term known when they were
 // handed over.
 type Apply struct {
-	Leader, Term uint64
+	// Leader is the leader's node id, -1 when none is known.
+	Leader int32
+	Term   uint64
 	// Commit is the commit index known then: the state machine is caught
 	// up with the quorum once it has applied it while a leader is known.
 	Commit   uint64
@@ -134,7 +138,7 @@ type proposal struct {
 
 // Open loads a node's durable state. Start runs it.
 func Open(cfg Config) (*Node, error) {
-	if _, ok := cfg.Voters[cfg.NodeID]; !ok {
+	if _, ok := cfg.Voters[cfg.NodeID]; !ok || cfg.NodeID < 0 {
 		return nil, fmt.Errorf("quorum: node %d is not among the voters", cfg.NodeID)
 	}
 	if cfg.TickInterval <= 0 {
@@ -156,8 +160,10 @@ func Open(cfg Config) (*Node, error) {
 		cfg.ClusterID = func() string { return "" }
 	}
 	voters := make([]uint64, 0, len(cfg.Voters))
-	for id := range cfg.Voters {
-		voters = append(voters, id)
+	addrs := map[uint64]string{}
+	for id, addr := range cfg.Voters {
+		voters = append(voters, raftID(id))
+		addrs[raftID(id)] = addr
 	}
 	slices.Sort(voters)
 	d, err := openDisk(cfg.FS, cfg.WAL, &pb.ConfState{Voters: voters}, cfg.Logger, cfg.Now)
@@ -169,7 +175,7 @@ func Open(cfg Config) (*Node, error) {
 	// ticks.
 	electionTicks := max(2, int(cfg.ElectionTimeout/cfg.TickInterval/2))
 	rn, err := raft.NewRawNode(&raft.Config{
-		ID:                        cfg.NodeID,
+		ID:                        raftID(cfg.NodeID),
 		ElectionTick:              electionTicks,
 		HeartbeatTick:             1,
 		Storage:                   d.mem,
@@ -204,7 +210,7 @@ func Open(cfg Config) (*Node, error) {
 	n.loaded = Snapshot{Index: md.GetIndex(), Term: md.GetTerm(), Data: snap.GetData()}
 	n.loadedCommit = d.hard.GetCommit()
 	n.transport = &transport{
-		self: cfg.NodeID, voters: cfg.Voters, maxFrame: cfg.MaxFrameBytes, cluster: cfg.ClusterID,
+		self: raftID(cfg.NodeID), voters: addrs, maxFrame: cfg.MaxFrameBytes, cluster: cfg.ClusterID,
 		deliver: n.deliver, logger: cfg.Logger, dial: cfg.Dial,
 		unreachable: func(id uint64) { n.reportAsync(func(rn *raft.RawNode) { rn.ReportUnreachable(id) }) },
 		snapshotDone: func(id uint64, ok bool) {
@@ -292,8 +298,8 @@ func (n *Node) Propose(ctx context.Context, data []byte) error {
 func (n *Node) ReadIndex(ctx context.Context) (uint64, error) {
 	for {
 		// Raft drops a read it cannot serve (no leader yet): ask again
-		// every election timeout.
-		attempt, cancel := context.WithTimeout(ctx, n.cfg.ElectionTimeout)
+		// a few times per election timeout.
+		attempt, cancel := context.WithTimeout(ctx, max(n.cfg.ElectionTimeout/5, 2*n.cfg.TickInterval))
 		index, err := n.readIndexOnce(attempt)
 		cancel()
 		if err == nil || ctx.Err() != nil || errors.Is(err, ErrStopped) {
@@ -451,9 +457,9 @@ func (n *Node) handleReady() error {
 			clear(n.reads)
 		}
 		if changed {
-			n.logger.Info("metadata quorum leader", "leader", n.lead, "term", n.term, "self", n.cfg.NodeID)
+			n.logger.Info("metadata quorum leader", "leader", nodeID(n.lead), "term", n.term, "self", n.cfg.NodeID)
 		}
-		a.Leader, a.Term = n.lead, n.term
+		a.Leader, a.Term = nodeID(n.lead), n.term
 		if s := rd.Snapshot; s != nil && !raft.IsEmptySnap(s) {
 			md := s.GetMetadata()
 			a.Snapshot = &Snapshot{Index: md.GetIndex(), Term: md.GetTerm(), Data: s.GetData()}
@@ -482,7 +488,9 @@ func (n *Node) handleReady() error {
 
 // Status is the quorum as this node sees it.
 type Status struct {
-	NodeID, Leader, Term uint64
+	// NodeID is this node; Leader the leader (-1: none known).
+	NodeID, Leader int32
+	Term           uint64
 	// Commit is the highest committed index (the metadata log's high
 	// watermark); LastIndex this node's last entry.
 	Commit, LastIndex uint64
@@ -493,7 +501,7 @@ type Status struct {
 
 // VoterStatus is one voter's progress as the leader tracks it.
 type VoterStatus struct {
-	NodeID uint64
+	NodeID int32
 	// Match is the last index known to be in the voter's log (0 when
 	// unknown).
 	Match uint64
@@ -523,10 +531,10 @@ func (n *Node) Status(ctx context.Context) (Status, error) {
 func (n *Node) statusLocked() Status {
 	st := n.rn.Status()
 	last, _ := n.disk.mem.LastIndex()
-	s := Status{NodeID: n.cfg.NodeID, Leader: st.Lead, Term: st.GetTerm(), Commit: st.GetCommit(), LastIndex: last}
+	s := Status{NodeID: n.cfg.NodeID, Leader: nodeID(st.Lead), Term: st.GetTerm(), Commit: st.GetCommit(), LastIndex: last}
 	for _, id := range n.disk.conf.GetVoters() {
-		v := VoterStatus{NodeID: id, LastContact: n.lastContact[id]}
-		if id == n.cfg.NodeID {
+		v := VoterStatus{NodeID: nodeID(id), LastContact: n.lastContact[id]}
+		if id == raftID(n.cfg.NodeID) {
 			v.Match, v.LastContact = last, n.cfg.Now()
 		} else if pr, ok := st.Progress[id]; ok {
 			v.Match = pr.Match
@@ -554,6 +562,11 @@ func (r raftLogger) Fatal(v ...any)                 { r.Panic(v...) }
 func (r raftLogger) Fatalf(format string, v ...any) { r.Panicf(format, v...) }
 func (r raftLogger) Panic(v ...any)                 { panic("raft: " + fmt.Sprint(v...)) }
 func (r raftLogger) Panicf(format string, v ...any) { panic("raft: " + fmt.Sprintf(format, v...)) }
+
+// raftID is a node id's Raft id; nodeID the reverse (Raft's 0, none,
+// is -1).
+func raftID(id int32) uint64 { return uint64(id) + 1 }
+func nodeID(id uint64) int32 { return int32(id) - 1 }
 
 // Loaded returns the state machine's starting point, as Open found it on
 // disk: the latest snapshot (index 0 and no data for a new node) and the

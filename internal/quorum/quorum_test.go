@@ -41,23 +41,23 @@ func quiet() *slog.Logger {
 // connections) and delays writes by a few milliseconds at random.
 type faultNet struct {
 	mu    sync.Mutex
-	cut   map[[2]uint64]bool
-	conns map[[2]uint64][]net.Conn
+	cut   map[[2]int32]bool
+	conns map[[2]int32][]net.Conn
 	rng   *rand.Rand
 }
 
 func newFaultNet(seed uint64) *faultNet {
-	return &faultNet{cut: map[[2]uint64]bool{}, conns: map[[2]uint64][]net.Conn{}, rng: rand.New(rand.NewPCG(seed, 7))}
+	return &faultNet{cut: map[[2]int32]bool{}, conns: map[[2]int32][]net.Conn{}, rng: rand.New(rand.NewPCG(seed, 7))}
 }
 
-func pair(a, b uint64) [2]uint64 {
+func pair(a, b int32) [2]int32 {
 	if a > b {
 		a, b = b, a
 	}
-	return [2]uint64{a, b}
+	return [2]int32{a, b}
 }
 
-func (f *faultNet) dialer(from uint64, ids map[string]uint64) func(network, addr string, timeout time.Duration) (net.Conn, error) {
+func (f *faultNet) dialer(from int32, ids map[string]int32) func(network, addr string, timeout time.Duration) (net.Conn, error) {
 	return func(network, addr string, timeout time.Duration) (net.Conn, error) {
 		to := ids[addr]
 		f.mu.Lock()
@@ -82,7 +82,7 @@ func (f *faultNet) dialer(from uint64, ids map[string]uint64) func(network, addr
 }
 
 // partition cuts a from b.
-func (f *faultNet) partition(a, b uint64) {
+func (f *faultNet) partition(a, b int32) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.cut[pair(a, b)] = true
@@ -95,17 +95,17 @@ func (f *faultNet) partition(a, b uint64) {
 func (f *faultNet) heal() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.cut = map[[2]uint64]bool{}
+	f.cut = map[[2]int32]bool{}
 }
 
 // cuts returns the pairs cut now; restore puts them back.
-func (f *faultNet) cuts() map[[2]uint64]bool {
+func (f *faultNet) cuts() map[[2]int32]bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return maps.Clone(f.cut)
 }
 
-func (f *faultNet) restore(cut map[[2]uint64]bool) {
+func (f *faultNet) restore(cut map[[2]int32]bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.cut = cut
@@ -126,7 +126,7 @@ func (c *slowConn) Write(p []byte) (int, error) {
 // simNode is one voter and a state machine of strings: every entry's data
 // applied in order, and snapshots that hold the whole list.
 type simNode struct {
-	id   uint64
+	id   int32
 	fs   *vfs.MemFS
 	logs *storage.Manager
 	node *Node
@@ -141,22 +141,22 @@ type simNode struct {
 type simCluster struct {
 	t       *testing.T
 	net     *faultNet
-	voters  map[uint64]string
-	ids     map[string]uint64
-	ln      map[uint64]net.Listener
-	nodes   map[uint64]*simNode
+	voters  map[int32]string
+	ids     map[string]int32
+	ln      map[int32]net.Listener
+	nodes   map[int32]*simNode
 	nodesMu sync.Mutex
 
 	leadersMu sync.Mutex
-	leaders   map[uint64]uint64 // term → leader, as any node saw it
+	leaders   map[uint64]int32 // term → leader, as any node saw it
 	errs      []string
 }
 
 func newSimCluster(t *testing.T, n int, seed uint64) *simCluster {
-	c := &simCluster{t: t, net: newFaultNet(seed), voters: map[uint64]string{}, ids: map[string]uint64{},
-		ln: map[uint64]net.Listener{}, nodes: map[uint64]*simNode{}, leaders: map[uint64]uint64{}}
+	c := &simCluster{t: t, net: newFaultNet(seed), voters: map[int32]string{}, ids: map[string]int32{},
+		ln: map[int32]net.Listener{}, nodes: map[int32]*simNode{}, leaders: map[uint64]int32{}}
 	for i := 1; i <= n; i++ {
-		id := uint64(i)
+		id := int32(i)
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
@@ -179,7 +179,7 @@ func newSimCluster(t *testing.T, n int, seed uint64) *simCluster {
 }
 
 // accept hands a listener's Raft connections to whichever node runs now.
-func (c *simCluster) accept(id uint64, ln net.Listener) {
+func (c *simCluster) accept(id int32, ln net.Listener) {
 	for {
 		conn, err := ln.Accept()
 		if err != nil {
@@ -204,7 +204,7 @@ func (c *simCluster) accept(id uint64, ln net.Listener) {
 	}
 }
 
-func (c *simCluster) start(id uint64, fs *vfs.MemFS) {
+func (c *simCluster) start(id int32, fs *vfs.MemFS) {
 	t := c.t
 	logs, err := storage.OpenManager(fs, "/data", storage.ManagerOptions{Logger: quiet()})
 	if err != nil {
@@ -250,7 +250,7 @@ func (c *simCluster) applyLoop(sn *simNode) {
 		case <-sn.stop:
 			return
 		case a := <-sn.node.Apply():
-			if a.Leader != 0 {
+			if a.Leader >= 0 {
 				c.leadersMu.Lock()
 				if l, ok := c.leaders[a.Term]; ok && l != a.Leader {
 					c.errs = append(c.errs, fmt.Sprintf("term %d has two leaders: %d and %d", a.Term, l, a.Leader))
@@ -285,7 +285,7 @@ func (c *simCluster) applyLoop(sn *simNode) {
 }
 
 // stopNode closes a node cleanly.
-func (c *simCluster) stopNode(id uint64) {
+func (c *simCluster) stopNode(id int32) {
 	c.nodesMu.Lock()
 	sn := c.nodes[id]
 	delete(c.nodes, id)
@@ -303,7 +303,7 @@ func (c *simCluster) stopNode(id uint64) {
 // data), stops the node, and starts it again on that. The node is cut off
 // first, so that nothing it says after the instant of the crash reaches
 // anyone: a real crash stops everything at once.
-func (c *simCluster) crash(id uint64) {
+func (c *simCluster) crash(id int32) {
 	c.nodesMu.Lock()
 	sn := c.nodes[id]
 	c.nodesMu.Unlock()
@@ -319,7 +319,7 @@ func (c *simCluster) crash(id uint64) {
 	c.net.restore(cut)
 }
 
-func (c *simCluster) restart(id uint64) {
+func (c *simCluster) restart(id int32) {
 	c.nodesMu.Lock()
 	fs := c.nodes[id].fs
 	c.nodesMu.Unlock()
@@ -401,14 +401,14 @@ func simulate(t *testing.T, seed uint64) {
 	}()
 	var timeline []string
 	for step := 0; step < *simSteps; step++ {
-		id := uint64(rng.IntN(3) + 1)
+		id := int32(rng.IntN(3) + 1)
 		switch k := rng.IntN(5); k {
 		case 0:
 			other := id%3 + 1
 			c.net.partition(id, other)
 			timeline = append(timeline, fmt.Sprintf("cut %d-%d", id, other))
 		case 1:
-			for o := uint64(1); o <= 3; o++ {
+			for o := int32(1); o <= 3; o++ {
 				if o != id {
 					c.net.partition(id, o)
 				}
@@ -438,7 +438,7 @@ func simulate(t *testing.T, seed uint64) {
 	// Every node converges on the same entries.
 	poll.Until(t, 30*time.Second, "the nodes to converge", func() bool {
 		var ref []string
-		for id := uint64(1); id <= 3; id++ {
+		for id := int32(1); id <= 3; id++ {
 			c.nodesMu.Lock()
 			sn := c.nodes[id]
 			c.nodesMu.Unlock()

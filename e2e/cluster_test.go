@@ -1,0 +1,261 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-io/strata/internal/testutil/poll"
+)
+
+// cluster is a cluster of strata serve processes on loopback, each a
+// broker and a voter of the metadata quorum (process.roles=broker,controller).
+type cluster struct {
+	t     *testing.T
+	nodes map[int32]*process
+}
+
+// startCluster starts n combined nodes, ids 1..n, and waits until every
+// broker is registered and unfenced.
+func startCluster(t *testing.T, n int, sets ...string) *cluster {
+	t.Helper()
+	c := &cluster{t: t, nodes: map[int32]*process{}}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for id := int32(1); int(id) <= n; id++ {
+				t.Logf("node %d's log:\n%s", id, c.nodes[id].logs)
+			}
+		}
+	})
+	ports := make([][2]string, n)
+	var voters []string
+	for i := range n {
+		ports[i] = [2]string{freePort(t), freePort(t)}
+		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%s", i+1, ports[i][1]))
+	}
+	for i := range n {
+		id := int32(i + 1)
+		dir := filepath.Join(t.TempDir(), fmt.Sprintf("node-%d", id))
+		p := &process{t: t, dir: dir, addr: "127.0.0.1:" + ports[i][0]}
+		p.args = append([]string{"serve",
+			"--set", "node.id=" + fmt.Sprint(id),
+			"--set", "log.dirs=" + dir,
+			"--set", "listeners=PLAINTEXT://" + p.addr + ",CONTROLLER://127.0.0.1:" + ports[i][1],
+			"--set", "controller.quorum.voters=" + strings.Join(voters, ","),
+			"--set", "strata.admin.listener=",
+		}, flagsFor(sets)...)
+		p.start()
+		t.Cleanup(p.kill)
+		c.nodes[id] = p
+	}
+	c.waitBrokers(ids(n)...)
+	return c
+}
+
+func ids(n int) []int32 {
+	out := make([]int32, n)
+	for i := range out {
+		out[i] = int32(i + 1)
+	}
+	return out
+}
+
+// admin returns an admin client of one node only.
+func (c *cluster) admin(id int32) *kadm.Client {
+	return kadm.NewClient(client(c.t, c.nodes[id].addr))
+}
+
+// waitBrokers waits until the metadata some live node answers lists
+// exactly these unfenced brokers.
+func (c *cluster) waitBrokers(want ...int32) {
+	c.t.Helper()
+	poll.UntilStatus(c.t, 60*time.Second, fmt.Sprintf("brokers %v", want), func() (bool, string) {
+		for _, id := range want {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			m, err := c.admin(id).BrokerMetadata(ctx)
+			cancel()
+			if err != nil {
+				return false, err.Error()
+			}
+			got := m.Brokers.NodeIDs()
+			slices.Sort(got)
+			if !slices.Equal(got, want) {
+				return false, fmt.Sprintf("node %d lists %v", id, got)
+			}
+		}
+		return true, ""
+	})
+}
+
+// controller returns the active controller as some live node reports it
+// (DescribeQuorum's leader).
+func (c *cluster) controller(via int32) int32 {
+	c.t.Helper()
+	var leader int32 = -1
+	poll.UntilStatus(c.t, 30*time.Second, "a quorum leader", func() (bool, string) {
+		req := kmsg.NewPtrDescribeQuorumRequest()
+		rt := kmsg.NewDescribeQuorumRequestTopic()
+		rt.Topic = "__cluster_metadata"
+		rp := kmsg.NewDescribeQuorumRequestTopicPartition()
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		resp, err := req.RequestWith(ctx, client(c.t, c.nodes[via].addr))
+		if err != nil {
+			return false, err.Error()
+		}
+		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+			return false, "no partition in DescribeQuorum's answer"
+		}
+		p := resp.Topics[0].Partitions[0]
+		if p.ErrorCode != 0 {
+			return false, fmt.Sprintf("error %d", p.ErrorCode)
+		}
+		leader = p.LeaderID
+		return true, ""
+	})
+	return leader
+}
+
+// createTopic creates a topic through one node and returns how long it
+// took.
+func (c *cluster) createTopic(via int32, name string, partitions int32) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	resp, err := c.admin(via).CreateTopic(ctx, partitions, 1, nil, name)
+	if err != nil {
+		return err
+	}
+	return resp.Err
+}
+
+// leaders returns each partition's leader, as node via sees it.
+func (c *cluster) leaders(via int32, topic string) map[int32]int32 {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	m, err := c.admin(via).Metadata(ctx, topic)
+	if err != nil {
+		return nil
+	}
+	out := map[int32]int32{}
+	for _, p := range m.Topics[topic].Partitions {
+		out[p.Partition] = p.Leader
+	}
+	return out
+}
+
+// TestClusterOfThree runs three real processes as one cluster: topics are
+// created through each node and spread over all three; records go to and
+// come from partitions led by each; SIGKILL of the active controller
+// elects another, with everything created before intact and new topics
+// creatable; the old controller rejoins and catches up; a killed broker's
+// single-replica partitions go offline (leader -1) and come back with it.
+func TestClusterOfThree(t *testing.T) {
+	c := startCluster(t, 3, "broker.session.timeout.ms=3000", "broker.heartbeat.interval.ms=500",
+		"offsets.topic.replication.factor=1")
+	for id := int32(1); id <= 3; id++ {
+		if err := c.createTopic(id, fmt.Sprintf("via-%d", id), 6); err != nil {
+			t.Fatalf("creating a topic through node %d: %v", id, err)
+		}
+	}
+	// Partitions are spread: every broker leads some of via-1's.
+	poll.UntilStatus(t, 20*time.Second, "via-1's partitions led by all three brokers", func() (bool, string) {
+		led := map[int32]bool{}
+		for _, l := range c.leaders(2, "via-1") {
+			led[l] = true
+		}
+		return len(led) == 3 && !led[-1], fmt.Sprint(c.leaders(2, "via-1"))
+	})
+
+	// Produce to and consume from every partition, through one seed.
+	cl := client(t, c.nodes[3].addr, kgo.DefaultProduceTopic("via-1"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for p := range int32(6) {
+		for i := range 10 {
+			r := &kgo.Record{Partition: p, Value: fmt.Appendf(nil, "%d-%d", p, i)}
+			if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+				t.Fatalf("producing to partition %d: %v", p, err)
+			}
+		}
+	}
+	if got := consumeN(t, c.nodes[1].addr, "via-1", 60); got != 60 {
+		t.Fatalf("consumed %d of 60", got)
+	}
+
+	// Kill the active controller.
+	active := c.controller(1)
+	killedAt := time.Now()
+	c.nodes[active].kill()
+	survivor := active%3 + 1
+	poll.UntilStatus(t, 30*time.Second, "a topic created after the controller was killed", func() (bool, string) {
+		err := c.createTopic(survivor, "after-failover", 3)
+		return err == nil || strings.Contains(err.Error(), "TOPIC_ALREADY_EXISTS"), fmt.Sprint(err)
+	})
+	t.Logf("node %d (active controller) killed; CreateTopics through node %d succeeded %v later", active, survivor, time.Since(killedAt).Round(time.Millisecond))
+	if next := c.controller(survivor); next == active {
+		t.Fatalf("node %d still the controller after its SIGKILL", active)
+	}
+	for id := int32(1); id <= 3; id++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		topics, err := c.admin(survivor).ListTopics(ctx)
+		cancel()
+		if err != nil || !topics.Has(fmt.Sprintf("via-%d", id)) {
+			t.Fatalf("via-%d lost after the failover: %v", id, err)
+		}
+	}
+	// The killed broker's partitions go offline, then come back with it.
+	poll.UntilStatus(t, 30*time.Second, fmt.Sprintf("node %d's partitions offline", active), func() (bool, string) {
+		for _, l := range c.leaders(survivor, "via-1") {
+			if l == active {
+				return false, fmt.Sprint(c.leaders(survivor, "via-1"))
+			}
+		}
+		return true, ""
+	})
+	c.nodes[active].restart()
+	c.waitBrokers(1, 2, 3)
+	poll.UntilStatus(t, 30*time.Second, "via-1 fully led again", func() (bool, string) {
+		for _, l := range c.leaders(active, "via-1") {
+			if l < 0 {
+				return false, fmt.Sprint(c.leaders(active, "via-1"))
+			}
+		}
+		return true, ""
+	})
+	// The restarted node caught up: it knows the topic created while it
+	// was down, and serves its partitions' old records.
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel2()
+	topics, err := c.admin(active).ListTopics(ctx2)
+	if err != nil || !topics.Has("after-failover") {
+		t.Fatalf("node %d does not know after-failover after rejoining: %v (it lists %v)\n%s", active, err, topics.Names(), c.nodes[active].logs)
+	}
+	if got := consumeN(t, c.nodes[active].addr, "via-1", 60); got != 60 {
+		t.Fatalf("after the restart consumed %d of 60", got)
+	}
+}
+
+// consumeN reads a topic from the start until it has n records or 30 s
+// pass, and returns how many it read.
+func consumeN(t *testing.T, seed, topic string, n int) int {
+	t.Helper()
+	cl := client(t, seed, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	got := 0
+	for got < n && ctx.Err() == nil {
+		fs := cl.PollFetches(ctx)
+		fs.EachRecord(func(*kgo.Record) { got++ })
+	}
+	return got
+}

@@ -1,0 +1,256 @@
+package broker
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-io/strata/internal/controller"
+	"github.com/strata-io/strata/internal/metadata"
+	"github.com/strata-io/strata/internal/quorum"
+	"github.com/strata-io/strata/internal/wire"
+)
+
+// The controller listener (controller.listener.names, e.g. CONTROLLER://:9093)
+// carries two protocols on one port: the metadata quorum's Raft messages
+// (a connection that opens with quorum.Magic) and the Kafka protocol for
+// the controller's APIs, which brokers send to the active controller:
+// BrokerRegistration, BrokerHeartbeat, AlterPartition, AllocateProducerIds,
+// DescribeQuorum, and the admin requests brokers forward for their clients
+// (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
+// IncrementalAlterConfigs). A voter that is not the active controller
+// answers them NOT_CONTROLLER, and the broker tries the leader the quorum
+// names.
+
+// controllerAPIs are the APIs of the controller listener, filled by each
+// API's file; see registerController.
+var controllerAPIs = map[int16]api{}
+
+// registerController adds an API to the controller listener.
+func registerController(key int16, min, max int16, h handler) {
+	if _, dup := controllerAPIs[key]; dup {
+		panic(fmt.Sprintf("broker: controller API key %d registered twice", key))
+	}
+	controllerAPIs[key] = api{min: min, max: max, handle: h}
+}
+
+// registerAdmin registers an admin API that the active controller answers:
+// clients' requests for it are forwarded there (forwardToController), and
+// h answers it on the controller listener.
+func registerAdmin(key int16, min, max int16, h handler) {
+	register(key, min, max, (*Broker).forwardToController)
+	registerController(key, min, max, h)
+}
+
+func init() {
+	registerController(18, 0, 4, (*Broker).handleApiVersions)
+	registerController(62, 0, 4, (*Broker).handleBrokerRegistration)
+	registerController(63, 0, 2, (*Broker).handleBrokerHeartbeat)
+	registerController(56, 2, 3, (*Broker).handleAlterPartition)
+	registerController(67, 0, 0, (*Broker).handleAllocateProducerIDs)
+}
+
+// controllerHandler is the controller listener's wire.Handler.
+type controllerHandler struct{ b *Broker }
+
+func (h controllerHandler) Versions() map[int16]wire.VersionRange {
+	out := make(map[int16]wire.VersionRange, len(controllerAPIs))
+	for key, a := range controllerAPIs {
+		out[key] = wire.VersionRange{Min: a.min, Max: a.max}
+	}
+	return out
+}
+
+func (h controllerHandler) Handle(ctx context.Context, c *wire.Conn, req *wire.Request) wire.Response {
+	a, ok := controllerAPIs[req.Key]
+	if !ok {
+		panic(fmt.Sprintf("broker: invariant: controller request for unregistered API key %d", req.Key))
+	}
+	return a.handle(h.b, ctx, c, req)
+}
+
+// serveControllerListener accepts the controller listener's connections
+// until it is closed, handing Raft connections to the quorum node and the
+// rest to the controller's Kafka-protocol server.
+func (b *Broker) serveControllerListener(ln net.Listener, kafka *chanListener) {
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			kafka.Close()
+			return
+		}
+		go func() {
+			r := bufio.NewReader(conn)
+			conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			head, err := r.Peek(len(quorum.Magic))
+			conn.SetReadDeadline(time.Time{})
+			if err == nil && [8]byte(head) == quorum.Magic {
+				r.Discard(len(quorum.Magic))
+				node := b.raft.Load()
+				if node == nil {
+					conn.Close() // not open yet: the peer dials again
+					return
+				}
+				if err := node.ServeConn(conn, r); err != nil && !errors.Is(err, io.EOF) {
+					b.logger.Debug("raft connection closed", "remote", conn.RemoteAddr().String(), "err", err)
+				}
+				return
+			}
+			if err != nil && len(head) == 0 {
+				conn.Close()
+				return
+			}
+			kafka.deliver(&peekedConn{Conn: conn, r: r})
+		}()
+	}
+}
+
+// peekedConn is a connection whose first bytes were read into r.
+type peekedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *peekedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// chanListener is a net.Listener fed by another accept loop.
+type chanListener struct {
+	addr  net.Addr
+	conns chan net.Conn
+	once  sync.Once
+	done  chan struct{}
+}
+
+func newChanListener(addr net.Addr) *chanListener {
+	return &chanListener{addr: addr, conns: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (l *chanListener) deliver(c net.Conn) {
+	select {
+	case l.conns <- c:
+	case <-l.done:
+		c.Close()
+	}
+}
+
+func (l *chanListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *chanListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *chanListener) Addr() net.Addr { return l.addr }
+
+// BrokerRegistration: v0-4, on the controller listener.
+func (b *Broker) handleBrokerRegistration(ctx context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
+	r := req.Body.(*kmsg.BrokerRegistrationRequest)
+	return b.deferController(ctx, 0, func(ctx context.Context) kmsg.Response {
+		resp := r.ResponseKind().(*kmsg.BrokerRegistrationResponse)
+		resp.BrokerEpoch = -1
+		if id := b.ClusterID(); id != "" && r.ClusterID != "" && r.ClusterID != id {
+			resp.ErrorCode = kerr.InconsistentClusterID.Code
+			b.logger.Warn("refusing the registration of a broker of another cluster", "node", r.BrokerID, "cluster.id", r.ClusterID)
+			return resp
+		}
+		reg := controller.Registration{NodeID: r.BrokerID, IncarnationID: metadata.UUID(r.IncarnationID)}
+		if r.Rack != nil {
+			reg.Rack = *r.Rack
+		}
+		for _, l := range r.Listeners {
+			reg.Listeners = append(reg.Listeners, metadata.Endpoint{Name: l.Name, Host: l.Host, Port: int32(l.Port)})
+		}
+		epoch, err := b.controller.RegisterBroker(ctx, reg)
+		resp.ErrorCode, resp.BrokerEpoch = errorCode(err), epoch
+		if err == nil {
+			b.logger.Info("broker registered", "node", r.BrokerID, "epoch", epoch)
+		}
+		return resp
+	})
+}
+
+// BrokerHeartbeat: v0-2, on the controller listener.
+func (b *Broker) handleBrokerHeartbeat(ctx context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
+	r := req.Body.(*kmsg.BrokerHeartbeatRequest)
+	return b.deferController(ctx, 0, func(ctx context.Context) kmsg.Response {
+		resp := r.ResponseKind().(*kmsg.BrokerHeartbeatResponse)
+		reply, err := b.controller.Heartbeat(ctx, controller.Heartbeat{
+			NodeID: r.BrokerID, Epoch: r.BrokerEpoch, MetadataOffset: r.CurrentMetadataOffset,
+			WantFence: r.WantFence, WantShutDown: r.WantShutdown,
+		})
+		resp.ErrorCode = errorCode(err)
+		resp.IsCaughtUp, resp.IsFenced, resp.ShouldShutdown = reply.IsCaughtUp, reply.IsFenced, reply.ShouldShutDown
+		if err != nil {
+			resp.IsFenced = true
+		}
+		return resp
+	})
+}
+
+// AlterPartition: v2-3 (topic ids), on the controller listener.
+func (b *Broker) handleAlterPartition(ctx context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
+	r := req.Body.(*kmsg.AlterPartitionRequest)
+	return b.deferController(ctx, 0, func(ctx context.Context) kmsg.Response {
+		resp := r.ResponseKind().(*kmsg.AlterPartitionResponse)
+		img := b.image.Load()
+		for _, rt := range r.Topics {
+			st := kmsg.NewAlterPartitionResponseTopic()
+			st.TopidID = rt.TopicID
+			t := img.TopicsByID[metadata.UUID(rt.TopicID)]
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewAlterPartitionResponseTopicPartition()
+				sp.Partition = rp.Partition
+				if t == nil {
+					sp.ErrorCode = kerr.UnknownTopicID.Code
+					st.Partitions = append(st.Partitions, sp)
+					continue
+				}
+				isr := rp.NewISR
+				if r.Version >= 3 {
+					isr = nil
+					for _, e := range rp.NewEpochISR {
+						isr = append(isr, e.BrokerID)
+					}
+				}
+				res, err := b.controller.AlterPartition(ctx, controller.PartitionAlter{
+					Topic: t.Name, Partition: rp.Partition, Leader: r.BrokerID, BrokerEpoch: r.BrokerEpoch,
+					LeaderEpoch: rp.LeaderEpoch, PartitionEpoch: rp.PartitionEpoch, NewISR: isr,
+				})
+				sp.ErrorCode = errorCode(err)
+				sp.LeaderID, sp.LeaderEpoch, sp.ISR, sp.PartitionEpoch = res.Leader, res.LeaderEpoch, res.ISR, res.PartitionEpoch
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp
+	})
+}
+
+// AllocateProducerIds: v0, on the controller listener.
+func (b *Broker) handleAllocateProducerIDs(ctx context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
+	r := req.Body.(*kmsg.AllocateProducerIDsRequest)
+	return b.deferController(ctx, 0, func(ctx context.Context) kmsg.Response {
+		resp := r.ResponseKind().(*kmsg.AllocateProducerIDsResponse)
+		first, err := b.controller.AllocateProducerIDs(ctx)
+		resp.ErrorCode = errorCode(err)
+		if err == nil {
+			resp.ProducerIDStart, resp.ProducerIDLen = first, controller.ProducerIDBlockSize
+		}
+		return resp
+	})
+}

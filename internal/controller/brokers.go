@@ -1,0 +1,70 @@
+package controller
+
+import (
+	"context"
+	"time"
+
+	"github.com/strata-io/strata/internal/metadata"
+)
+
+// RegisterBroker registers a broker (BrokerRegistration) and returns its
+// broker epoch.
+func (c *Controller) RegisterBroker(ctx context.Context, reg Registration) (int64, error) {
+	var epoch int64
+	_, err := c.propose(ctx, func(img *metadata.Image) ([]metadata.Record, error) {
+		records, e, err := planRegister(img, c.live, reg, c.cfg.Now())
+		epoch = e
+		return records, err
+	})
+	return epoch, err
+}
+
+// Heartbeat renews a broker's session (BrokerHeartbeat) and moves it
+// through its states; see planHeartbeat.
+func (c *Controller) Heartbeat(ctx context.Context, hb Heartbeat) (HeartbeatReply, error) {
+	var reply HeartbeatReply
+	_, err := c.propose(ctx, func(img *metadata.Image) ([]metadata.Record, error) {
+		records, r, err := planHeartbeat(img, c.live, hb, c.cfg.Now())
+		reply = r
+		return records, err
+	})
+	return reply, err
+}
+
+// AlterPartition commits an ISR change a partition's leader asks for
+// (AlterPartition) and returns the partition as it then is.
+func (c *Controller) AlterPartition(ctx context.Context, req PartitionAlter) (AlterResult, error) {
+	var res AlterResult
+	_, err := c.propose(ctx, func(img *metadata.Image) ([]metadata.Record, error) {
+		records, r, err := planAlterPartition(img, req)
+		res = r
+		return records, err
+	})
+	return res, err
+}
+
+// runFencer fences, while this node is the active controller, the brokers
+// whose session expired; it checks a few times per session timeout.
+func (c *Controller) runFencer() {
+	defer c.done.Done()
+	t := time.NewTicker(max(c.cfg.SessionTimeout/8, 50*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+		}
+		if _, active := c.Leader(); !active {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.SessionTimeout)
+		_, err := c.propose(ctx, func(img *metadata.Image) ([]metadata.Record, error) {
+			return planFenceExpired(img, c.live, c.cfg.Now()), nil
+		})
+		cancel()
+		if err != nil && !IsNotController(err) {
+			c.logger.Warn("fencing expired brokers", "err", err)
+		}
+	}
+}

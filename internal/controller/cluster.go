@@ -1,0 +1,297 @@
+package controller
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/strata-io/strata/internal/metadata"
+)
+
+// The broker lifecycle as KRaft's controller runs it (ClusterControlManager,
+// BrokerHeartbeatManager, ReplicationControlManager): pure functions of the
+// image, the active controller's in-memory heartbeat times and the time,
+// returning the records to commit and the answer. The controller calls
+// them under its proposer lock; tests call them with a script and a manual
+// clock (testdata/cluster.txt).
+
+// liveness is the active controller's view of brokers' heartbeats: when it
+// last heard from each, by node id. It is not in the log: a new active
+// controller starts everyone's session afresh, as Kafka's does.
+type liveness struct {
+	sessionTimeout time.Duration
+	lastSeen       map[int32]time.Time
+}
+
+func newLiveness(sessionTimeout time.Duration) *liveness {
+	return &liveness{sessionTimeout: sessionTimeout, lastSeen: map[int32]time.Time{}}
+}
+
+// alive reports whether a broker's session is live at now.
+func (l *liveness) alive(id int32, now time.Time) bool {
+	seen, ok := l.lastSeen[id]
+	return ok && now.Sub(seen) < l.sessionTimeout
+}
+
+// Registration is a broker's BrokerRegistration request.
+type Registration struct {
+	NodeID        int32
+	IncarnationID metadata.UUID
+	// Listeners are the broker's endpoints, the one clients use first.
+	Listeners []metadata.Endpoint
+	Rack      string
+}
+
+// planRegister registers a broker, fenced until it has caught up with the
+// metadata log. A retry of the same incarnation gets the same epoch and
+// commits nothing; a new incarnation of a node whose session is still live
+// is refused (DUPLICATE_BROKER_REGISTRATION), so two processes with one
+// node id cannot both run.
+func planRegister(img *metadata.Image, live *liveness, reg Registration, now time.Time) ([]metadata.Record, int64, error) {
+	if len(reg.Listeners) == 0 {
+		return nil, -1, fmt.Errorf("%w: a broker registration without listeners", kerr.InvalidRequest)
+	}
+	old, ok := img.Brokers[reg.NodeID]
+	if ok && old.IncarnationID == reg.IncarnationID && slices.Equal(old.Listeners, reg.Listeners) && old.Rack == reg.Rack {
+		live.lastSeen[reg.NodeID] = now
+		return nil, old.Epoch, nil
+	}
+	if ok && old.IncarnationID != reg.IncarnationID && !old.Fenced && live.alive(reg.NodeID, now) {
+		return nil, -1, fmt.Errorf("%w: node %d is registered by another live process (incarnation %s)", kerr.DuplicateBrokerRegistration, reg.NodeID, old.IncarnationID)
+	}
+	var epoch int64 = 1
+	if ok {
+		epoch = old.Epoch + 1
+	}
+	live.lastSeen[reg.NodeID] = now
+	records := []metadata.Record{{Broker: &metadata.BrokerRecord{
+		NodeID: reg.NodeID, Host: reg.Listeners[0].Host, Port: reg.Listeners[0].Port, Listeners: reg.Listeners, Rack: reg.Rack,
+		IncarnationID: reg.IncarnationID, Epoch: epoch, Fenced: true,
+	}}}
+	if ok && !old.Fenced {
+		// The old incarnation is gone without being fenced: its
+		// leaderships move now.
+		records = append(leaderChangesWithout(img, reg.NodeID, false), records...)
+	}
+	return records, epoch, nil
+}
+
+// Heartbeat is a broker's BrokerHeartbeat request.
+type Heartbeat struct {
+	NodeID int32
+	Epoch  int64
+	// MetadataOffset is the offset of the image the broker acts on.
+	MetadataOffset int64
+	WantFence      bool
+	WantShutDown   bool
+}
+
+// HeartbeatReply is BrokerHeartbeat's answer.
+type HeartbeatReply struct {
+	IsCaughtUp     bool
+	IsFenced       bool
+	ShouldShutDown bool
+}
+
+// planHeartbeat renews a broker's session and moves it through its states:
+// fenced until caught up, then unfenced (leading the partitions that lost
+// their leader while it was away); on WantShutDown in controlled shutdown,
+// with its leaderships moved to other in-sync replicas, until it leads
+// nothing that has another eligible replica, when it is fenced and told to
+// shut down.
+func planHeartbeat(img *metadata.Image, live *liveness, hb Heartbeat, now time.Time) ([]metadata.Record, HeartbeatReply, error) {
+	b, ok := img.Brokers[hb.NodeID]
+	if !ok || b.Epoch != hb.Epoch {
+		return nil, HeartbeatReply{}, fmt.Errorf("%w: node %d epoch %d is not the registered one", kerr.StaleBrokerEpoch, hb.NodeID, hb.Epoch)
+	}
+	live.lastSeen[hb.NodeID] = now
+	reply := HeartbeatReply{IsCaughtUp: hb.MetadataOffset >= b.RegistrationOffset, IsFenced: b.Fenced}
+	change := func(fenced, shutdown *bool) metadata.Record {
+		return metadata.Record{BrokerChange: &metadata.BrokerChangeRecord{NodeID: b.NodeID, Epoch: b.Epoch, Fenced: fenced, InControlledShutdown: shutdown}}
+	}
+	yes, no := true, false
+	switch {
+	case hb.WantShutDown:
+		var records []metadata.Record
+		if !b.InControlledShutdown {
+			records = append(records, change(nil, &yes))
+		}
+		moves := leaderChangesWithout(img, b.NodeID, false)
+		records = append(records, moves...)
+		if len(moves) == 0 {
+			// Nothing left to move (what it still leads has no other
+			// eligible replica): it may stop, fenced.
+			reply.ShouldShutDown = true
+			if !b.Fenced {
+				records = append(records, leaderChangesWithout(img, b.NodeID, true)...)
+				records = append(records, change(&yes, nil))
+			}
+			reply.IsFenced = true
+		}
+		return records, reply, nil
+	case hb.WantFence:
+		if b.Fenced {
+			return nil, reply, nil
+		}
+		reply.IsFenced = true
+		return append(leaderChangesWithout(img, b.NodeID, true), change(&yes, nil)), reply, nil
+	case b.Fenced && reply.IsCaughtUp:
+		reply.IsFenced = false
+		records := []metadata.Record{change(&no, &no)}
+		return append(records, leaderChangesWith(img, b.NodeID)...), reply, nil
+	}
+	return nil, reply, nil
+}
+
+// planFenceExpired fences the unfenced brokers whose session expired, and
+// moves their leaderships.
+func planFenceExpired(img *metadata.Image, live *liveness, now time.Time) []metadata.Record {
+	var records []metadata.Record
+	yes := true
+	for _, id := range slices.Sorted(maps.Keys(img.Brokers)) {
+		b := img.Brokers[id]
+		if b.Fenced {
+			continue
+		}
+		if _, ok := live.lastSeen[id]; !ok {
+			// A controller new to its role gives every broker a session
+			// from now.
+			live.lastSeen[id] = now
+			continue
+		}
+		if live.alive(id, now) {
+			continue
+		}
+		records = append(records, leaderChangesWithout(img, id, true)...)
+		records = append(records, metadata.Record{BrokerChange: &metadata.BrokerChangeRecord{NodeID: id, Epoch: b.Epoch, Fenced: &yes}})
+	}
+	return records
+}
+
+// leaderChangesWithout moves leadership and ISR membership away from a
+// broker that is being fenced, is shutting down or came back as a new
+// process: a partition it leads gets the first other eligible ISR member in
+// replica order, and it leaves the ISR of every partition that has another
+// member. A partition it leads with no other eligible ISR member goes
+// offline (leader -1, ISR kept, so it returns when an ISR member does) when
+// offline is set, and keeps its leader otherwise.
+func leaderChangesWithout(img *metadata.Image, id int32, offline bool) []metadata.Record {
+	var records []metadata.Record
+	eachPartition(img, func(t *metadata.Topic, index int32, p *metadata.Partition) {
+		if !slices.Contains(p.Replicas, id) {
+			return
+		}
+		change := &metadata.PartitionChangeRecord{TopicID: t.ID, Partition: index}
+		if p.Leader == id {
+			if leader := electLeader(img, p, id); leader >= 0 || offline {
+				change.Leader = &leader
+			}
+		}
+		if isr := slices.DeleteFunc(slices.Clone(p.ISR), func(r int32) bool { return r == id }); len(isr) > 0 && len(isr) < len(p.ISR) &&
+			(p.Leader != id || change.Leader != nil && *change.Leader >= 0) {
+			// The last in-sync replica stays in the ISR, and so does a
+			// leader that keeps its leadership.
+			change.ISR = isr
+		}
+		if change.ISR != nil || change.Leader != nil {
+			records = append(records, metadata.Record{PartitionChange: change})
+		}
+	})
+	return records
+}
+
+// leaderChangesWith gives a broker that was just unfenced the leadership
+// of the partitions without a leader whose ISR holds it.
+func leaderChangesWith(img *metadata.Image, id int32) []metadata.Record {
+	var records []metadata.Record
+	eachPartition(img, func(t *metadata.Topic, index int32, p *metadata.Partition) {
+		if p.Leader < 0 && slices.Contains(p.ISR, id) {
+			leader := id
+			records = append(records, metadata.Record{PartitionChange: &metadata.PartitionChangeRecord{TopicID: t.ID, Partition: index, Leader: &leader}})
+		}
+	})
+	return records
+}
+
+// electLeader returns the first ISR member in replica order that is
+// eligible and not except, or -1.
+func electLeader(img *metadata.Image, p *metadata.Partition, except int32) int32 {
+	for _, r := range p.Replicas {
+		if r != except && slices.Contains(p.ISR, r) && img.Brokers[r].Eligible() {
+			return r
+		}
+	}
+	return -1
+}
+
+// eachPartition calls fn for every partition, topics in name order.
+func eachPartition(img *metadata.Image, fn func(t *metadata.Topic, index int32, p *metadata.Partition)) {
+	for _, name := range img.TopicNames() {
+		t := img.Topics[name]
+		for i := range t.Partitions {
+			fn(t, int32(i), &t.Partitions[i])
+		}
+	}
+}
+
+// PartitionAlter is one partition of an AlterPartition request: its leader
+// asks for newISR.
+type PartitionAlter struct {
+	Topic          string
+	Partition      int32
+	Leader         int32
+	BrokerEpoch    int64 // -1: not checked
+	LeaderEpoch    int32
+	PartitionEpoch int32
+	NewISR         []int32
+}
+
+// AlterResult is the partition after an AlterPartition.
+type AlterResult struct {
+	Leader, LeaderEpoch, PartitionEpoch int32
+	ISR                                 []int32
+}
+
+// planAlterPartition checks an ISR change its leader asks for, as Kafka's
+// ReplicationControlManager does, and returns its record.
+func planAlterPartition(img *metadata.Image, req PartitionAlter) ([]metadata.Record, AlterResult, error) {
+	t, p, ok := img.Partition(req.Topic, req.Partition)
+	if !ok {
+		return nil, AlterResult{}, fmt.Errorf("%w: %s-%d", kerr.UnknownTopicOrPartition, req.Topic, req.Partition)
+	}
+	current := AlterResult{Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, ISR: p.ISR}
+	b := img.Brokers[req.Leader]
+	switch {
+	case b == nil || req.BrokerEpoch >= 0 && b.Epoch != req.BrokerEpoch:
+		return nil, current, fmt.Errorf("%w: broker %d epoch %d", kerr.StaleBrokerEpoch, req.Leader, req.BrokerEpoch)
+	case p.Leader != req.Leader:
+		return nil, current, fmt.Errorf("%w: broker %d does not lead %s-%d (leader %d)", kerr.NotLeaderForPartition, req.Leader, req.Topic, req.Partition, p.Leader)
+	case req.LeaderEpoch < p.LeaderEpoch:
+		return nil, current, fmt.Errorf("%w: leader epoch %d, current %d", kerr.FencedLeaderEpoch, req.LeaderEpoch, p.LeaderEpoch)
+	case req.LeaderEpoch > p.LeaderEpoch:
+		return nil, current, fmt.Errorf("%w: leader epoch %d is ahead of %d", kerr.NotLeaderForPartition, req.LeaderEpoch, p.LeaderEpoch)
+	case req.PartitionEpoch != p.PartitionEpoch:
+		return nil, current, fmt.Errorf("%w: partition epoch %d, current %d", kerr.InvalidUpdateVersion, req.PartitionEpoch, p.PartitionEpoch)
+	case !slices.Contains(req.NewISR, req.Leader):
+		return nil, current, fmt.Errorf("%w: the ISR must hold its leader", kerr.InvalidRequest)
+	}
+	seen := map[int32]bool{}
+	for _, r := range req.NewISR {
+		if seen[r] || !slices.Contains(p.Replicas, r) {
+			return nil, current, fmt.Errorf("%w: %d is not a replica of %s-%d, or is named twice", kerr.InvalidRequest, r, req.Topic, req.Partition)
+		}
+		seen[r] = true
+		if !slices.Contains(p.ISR, r) && !img.Brokers[r].Eligible() {
+			return nil, current, fmt.Errorf("%w: broker %d is fenced or shutting down", kerr.IneligibleReplica, r)
+		}
+	}
+	if slices.Equal(req.NewISR, p.ISR) {
+		return nil, current, nil
+	}
+	isr := slices.Clone(req.NewISR)
+	rec := metadata.Record{PartitionChange: &metadata.PartitionChangeRecord{TopicID: t.ID, Partition: req.Partition, ISR: isr}}
+	return []metadata.Record{rec}, AlterResult{Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch + 1, ISR: isr}, nil
+}
