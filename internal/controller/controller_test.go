@@ -16,6 +16,7 @@ import (
 	"github.com/strata-io/strata/internal/metadata"
 	"github.com/strata-io/strata/internal/quorum"
 	"github.com/strata-io/strata/internal/storage"
+	"github.com/strata-io/strata/internal/testutil/poll"
 	"github.com/strata-io/strata/internal/vfs"
 )
 
@@ -291,5 +292,33 @@ func TestReopenReplaysAndPublishesBeforeReturning(t *testing.T) {
 	cfg.ClusterID = "other"
 	if _, err := Open(context.Background(), cfg, q.node, discard(), func(_, _ *metadata.Image) {}); err == nil {
 		t.Fatal("opened the metadata of another cluster")
+	}
+}
+
+// A controller that is not (or no longer) the active one refuses every
+// change with NOT_CONTROLLER, and says so for every topic of a request.
+func TestInactiveControllerRefusesEveryTopic(t *testing.T) {
+	q := startQuorum(t, vfs.NewMem(), "/data")
+	c := openTest(t, q, nil)
+	q.node.Close()
+	poll.Until(t, 10*time.Second, "the controller to notice its quorum stopped", func() bool {
+		_, active := c.Leader()
+		return !active
+	})
+	specs := []TopicSpec{{Name: "a", NumPartitions: 1, ReplicationFactor: 1}, {Name: "b", NumPartitions: 1, ReplicationFactor: 1}}
+	for i, res := range c.CreateTopics(context.Background(), specs, false) {
+		if !errors.Is(res.Err, kerr.NotController) {
+			t.Errorf("CreateTopics, topic %d: %v, want NOT_CONTROLLER", i, res.Err)
+		}
+	}
+	for i, res := range c.DeleteTopics(context.Background(), []TopicRef{{Name: "a"}, {Name: "b"}}) {
+		if !errors.Is(res.Err, kerr.NotController) || res.Name == "" {
+			t.Errorf("DeleteTopics, topic %d: %+v, want NOT_CONTROLLER", i, res)
+		}
+	}
+	for i, err := range c.CreatePartitions(context.Background(), []PartitionsSpec{{Topic: "a", Count: 2}}, false) {
+		if !errors.Is(err, kerr.NotController) {
+			t.Errorf("CreatePartitions, topic %d: %v, want NOT_CONTROLLER", i, err)
+		}
 	}
 }

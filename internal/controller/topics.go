@@ -81,7 +81,10 @@ func collides(img *metadata.Image, names map[string]string, name string) string 
 // log, one sync.
 func (c *Controller) CreateTopics(ctx context.Context, specs []TopicSpec, validateOnly bool) []TopicResult {
 	results := make([]TopicResult, len(specs))
-	var created []int // indexes of the specs the proposal creates
+	// created indexes the specs the proposal creates: all of them until
+	// plan runs, so that a proposal refused before planning (not the
+	// active controller) fails every one.
+	created := allIndexes(len(specs))
 	_, err := c.propose(ctx, func(img *metadata.Image) ([]metadata.Record, error) {
 		created = created[:0]
 		names := map[string]string{} // normalized name → name, for this call
@@ -106,6 +109,15 @@ func (c *Controller) CreateTopics(ctx context.Context, specs []TopicSpec, valida
 		}
 	}
 	return results
+}
+
+// allIndexes returns 0..n-1.
+func allIndexes(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
 }
 
 // planTopic validates a topic spec and returns the records creating it.
@@ -246,7 +258,10 @@ type DeleteResult struct {
 // DeleteTopics removes topics, each independently, in one proposal.
 func (c *Controller) DeleteTopics(ctx context.Context, refs []TopicRef) []DeleteResult {
 	results := make([]DeleteResult, len(refs))
-	var deleted []int
+	for i, ref := range refs {
+		results[i].TopicRef = ref
+	}
+	deleted := allIndexes(len(refs)) // as created in CreateTopics
 	_, err := c.propose(ctx, func(img *metadata.Image) ([]metadata.Record, error) {
 		deleted = deleted[:0]
 		var records []metadata.Record
@@ -294,7 +309,7 @@ type PartitionsSpec struct {
 // returns an error (wrapping a *kerr.Error) per spec.
 func (c *Controller) CreatePartitions(ctx context.Context, specs []PartitionsSpec, validateOnly bool) []error {
 	results := make([]error, len(specs))
-	var grown []int
+	grown := allIndexes(len(specs)) // as created in CreateTopics
 	_, err := c.propose(ctx, func(img *metadata.Image) ([]metadata.Record, error) {
 		grown = grown[:0]
 		var records []metadata.Record
