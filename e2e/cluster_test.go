@@ -27,6 +27,20 @@ type cluster struct {
 // broker is registered and unfenced.
 func startCluster(t *testing.T, n int, sets ...string) *cluster {
 	t.Helper()
+	roles := make([]string, n)
+	for i := range roles {
+		roles[i] = "broker,controller"
+	}
+	c := startClusterRoles(t, roles, sets...)
+	c.waitBrokers(ids(n)...)
+	return c
+}
+
+// startClusterRoles starts one node per entry of roles (process.roles),
+// ids 1 and up; the nodes with the controller role are the voters.
+func startClusterRoles(t *testing.T, roles []string, sets ...string) *cluster {
+	t.Helper()
+	n := len(roles)
 	c := &cluster{t: t, nodes: map[int32]*process{}}
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -39,16 +53,28 @@ func startCluster(t *testing.T, n int, sets ...string) *cluster {
 	var voters []string
 	for i := range n {
 		ports[i] = [2]string{freePort(t), freePort(t)}
-		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%s", i+1, ports[i][1]))
+		if strings.Contains(roles[i], "controller") {
+			voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%s", i+1, ports[i][1]))
+		}
 	}
 	for i := range n {
 		id := int32(i + 1)
 		dir := filepath.Join(t.TempDir(), fmt.Sprintf("node-%d", id))
 		p := &process{t: t, dir: dir, addr: "127.0.0.1:" + ports[i][0]}
+		var listeners []string
+		if strings.Contains(roles[i], "broker") {
+			listeners = append(listeners, "PLAINTEXT://"+p.addr)
+		} else {
+			p.addr = "127.0.0.1:" + ports[i][1] // wait for the controller listener
+		}
+		if strings.Contains(roles[i], "controller") {
+			listeners = append(listeners, "CONTROLLER://127.0.0.1:"+ports[i][1])
+		}
 		p.args = append([]string{"serve",
 			"--set", "node.id=" + fmt.Sprint(id),
+			"--set", "process.roles=" + roles[i],
 			"--set", "log.dirs=" + dir,
-			"--set", "listeners=PLAINTEXT://" + p.addr + ",CONTROLLER://127.0.0.1:" + ports[i][1],
+			"--set", "listeners=" + strings.Join(listeners, ","),
 			"--set", "controller.quorum.voters=" + strings.Join(voters, ","),
 			"--set", "strata.admin.listener=",
 		}, flagsFor(sets)...)
@@ -56,7 +82,6 @@ func startCluster(t *testing.T, n int, sets ...string) *cluster {
 		t.Cleanup(p.kill)
 		c.nodes[id] = p
 	}
-	c.waitBrokers(ids(n)...)
 	return c
 }
 
@@ -258,4 +283,71 @@ func consumeN(t *testing.T, seed, topic string, n int) int {
 		fs.EachRecord(func(*kgo.Record) { got++ })
 	}
 	return got
+}
+
+// TestBrokerAndControllerOnlyNodes runs voters 1 and 2 combined, voter 3
+// as a controller only, and node 4 as a broker only, which follows the
+// metadata as an observer: started after the metadata was snapshotted, it
+// loads the snapshot from the leader, then follows; it hosts and serves
+// partitions, and node 3 hosts none.
+func TestBrokerAndControllerOnlyNodes(t *testing.T) {
+	sets := []string{"metadata.log.max.record.bytes.between.snapshots=2000", "offsets.topic.replication.factor=1"}
+	c := startClusterRoles(t, []string{"broker,controller", "broker,controller", "controller"}, sets...)
+	c.waitBrokers(1, 2)
+	for i := range 20 {
+		if err := c.createTopic(1, fmt.Sprintf("early-%d", i), 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Node 4 joins now, a broker only, following the three voters.
+	voters := ""
+	for _, arg := range c.nodes[1].args {
+		if v, ok := strings.CutPrefix(arg, "controller.quorum.voters="); ok {
+			voters = v
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "node-4")
+	p := &process{t: t, dir: dir, addr: "127.0.0.1:" + freePort(t)}
+	p.args = append([]string{"serve", "--set", "node.id=4", "--set", "process.roles=broker",
+		"--set", "log.dirs=" + dir, "--set", "listeners=PLAINTEXT://" + p.addr,
+		"--set", "controller.quorum.voters=" + voters, "--set", "strata.admin.listener="}, flagsFor(sets)...)
+	p.start()
+	t.Cleanup(p.kill)
+	c.nodes[4] = p
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("node 4's log:\n%s", p.logs)
+		}
+	})
+	c.waitBrokers(1, 2, 4)
+	if !strings.Contains(p.logs.String(), "metadata snapshot fetched") {
+		t.Errorf("node 4 did not load a snapshot:\n%s", p.logs)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	topics, err := c.admin(4).ListTopics(ctx)
+	if err != nil || len(topics.Names()) < 20 {
+		t.Fatalf("node 4 lists %v (%v)", topics.Names(), err)
+	}
+	// A topic made through the broker-only node spreads over brokers 1, 2
+	// and 4, never over the controller-only node 3.
+	if err := c.createTopic(4, "spread", 6); err != nil {
+		t.Fatal(err)
+	}
+	poll.UntilStatus(t, 20*time.Second, "spread led by 1, 2 and 4", func() (bool, string) {
+		led := map[int32]bool{}
+		for _, l := range c.leaders(4, "spread") {
+			led[l] = true
+		}
+		return len(led) == 3 && led[1] && led[2] && led[4], fmt.Sprint(c.leaders(4, "spread"))
+	})
+	cl := client(t, p.addr, kgo.DefaultProduceTopic("spread"))
+	for i := range 30 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "%d", i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := consumeN(t, p.addr, "spread", 30); got != 30 {
+		t.Fatalf("read %d of 30 through the broker-only node", got)
+	}
 }

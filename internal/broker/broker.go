@@ -74,9 +74,12 @@ type Broker struct {
 	quorum     *quorum.Node
 	// raft is quorum for the controller listener's goroutines, which run
 	// before it is open.
-	raft    atomic.Pointer[quorum.Node]
-	ctrl    *controllerClient
-	cluster config.Cluster
+	raft atomic.Pointer[quorum.Node]
+	// observer follows the metadata on a node that is not a controller
+	// (process.roles=broker); nil on voters.
+	observer *quorum.Observer
+	ctrl     *controllerClient
+	cluster  config.Cluster
 	// incarnation identifies this process to the controller; brokerEpoch
 	// is the epoch of its registration; fenced whether the controller
 	// last said it is fenced.
@@ -160,9 +163,6 @@ func New(opts Options) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !cluster.Roles.Broker || !cluster.Roles.Controller {
-		return nil, fmt.Errorf("broker: process.roles=%s: only broker,controller (combined) nodes are supported yet", cfg.String("process.roles"))
-	}
 	b.cluster = cluster
 	b.incarnation = metadata.NewUUID()
 	if err := b.checkMetaProperties(); err != nil {
@@ -192,16 +192,18 @@ func New(opts Options) (*Broker, error) {
 	b.applySettings(b.resolveSettings(nil))
 	b.logger.Info("logs loaded", "dir", b.dir, "partitions", len(b.logs.Logs()), "duration", time.Since(start).Round(time.Millisecond))
 
-	ln, err := net.Listen("tcp", cluster.Client.Addr())
-	if err != nil {
-		b.logs.Close()
-		return nil, fmt.Errorf("broker: listening on %s: %w", cluster.Client.Addr(), err)
-	}
-	b.listener = ln
-	b.advertised = b.advertisedListener(*cluster.Client, ln.Addr().(*net.TCPAddr))
-	b.interBroker = b.advertised
-	if ib := cluster.InterBroker; ib != nil && ib.Name != cluster.Client.Name {
-		b.interBroker = b.advertisedListenerNamed(*ib)
+	if cluster.Roles.Broker {
+		ln, err := net.Listen("tcp", cluster.Client.Addr())
+		if err != nil {
+			b.logs.Close()
+			return nil, fmt.Errorf("broker: listening on %s: %w", cluster.Client.Addr(), err)
+		}
+		b.listener = ln
+		b.advertised = b.advertisedListener(*cluster.Client, ln.Addr().(*net.TCPAddr))
+		b.interBroker = b.advertised
+		if ib := cluster.InterBroker; ib != nil && ib.Name != cluster.Client.Name {
+			b.interBroker = b.advertisedListenerNamed(*ib)
+		}
 	}
 	if cluster.Controller != nil {
 		if err := b.listenController(*cluster.Controller); err != nil {
@@ -226,9 +228,11 @@ func New(opts Options) (*Broker, error) {
 		b.abort()
 		return nil, err
 	}
-	if err := b.joinCluster(b.ctx); err != nil {
-		b.abort()
-		return nil, err
+	if cluster.Roles.Broker {
+		if err := b.joinCluster(b.ctx); err != nil {
+			b.abort()
+			return nil, err
+		}
 	}
 	b.producerIDs = producer.NewIDAllocator(controller.ProducerIDBlockSize, b.allocateProducerIDs)
 	if err := b.writeMetaProperties(); err != nil {
@@ -254,6 +258,15 @@ func New(opts Options) (*Broker, error) {
 // metadata quorum and the controller over it, and bootstraps or imports
 // the cluster's first records.
 func (b *Broker) openController() error {
+	if !b.cluster.Roles.Controller {
+		addrs := map[int32]string{}
+		for _, v := range b.cluster.Voters {
+			addrs[v.ID] = v.Addr()
+		}
+		b.observer = quorum.NewObserver(quorum.ObserverConfig{NodeID: b.nodeID, Voters: addrs, Logger: b.logger.With("component", "observer")})
+		b.observer.Start()
+		return b.openControllerOver(b.observer)
+	}
 	wal, err := openMetadataLog(b.logs)
 	if err != nil {
 		return err
@@ -282,6 +295,13 @@ func (b *Broker) openController() error {
 	}
 	b.raft.Store(b.quorum)
 	b.quorum.Start()
+	return b.openControllerOver(b.quorum)
+}
+
+// openControllerOver starts the controller over this node's voter or
+// observer.
+func (b *Broker) openControllerOver(q controller.Quorum) error {
+	var err error
 	b.controller, err = controller.Open(b.ctx, controller.Config{
 		NodeID:                   b.nodeID,
 		ClusterID:                b.cfg.String("cluster.id"),
@@ -292,7 +312,7 @@ func (b *Broker) openController() error {
 		Now:                      b.now,
 		ValidateTopicConfig:      config.ValidateTopicConfig,
 		ValidateBrokerConfig:     validateDynamicBrokerConfig,
-	}, b.quorum, b.logger, b.applyImage)
+	}, q, b.logger, b.applyImage)
 	if err != nil {
 		return err
 	}
@@ -315,6 +335,9 @@ func (b *Broker) abort() {
 	}
 	if b.quorum != nil {
 		b.quorum.Close()
+	}
+	if b.observer != nil {
+		b.observer.Close()
 	}
 	if b.controllerListener != nil {
 		b.controllerListener.Close()
@@ -456,23 +479,35 @@ func (b *Broker) Start() error {
 		}
 		b.admin = admin
 	}
-	b.wg.Add(3)
-	go func() {
-		defer b.wg.Done()
-		if err := b.server.Serve(b.listener); err != nil && !errors.Is(err, wire.ErrServerClosed) {
-			b.logger.Error("listener stopped", "err", err)
-		}
-	}()
-	go func() {
-		defer b.wg.Done()
-		b.runHeartbeats(b.heartbeatCtx)
-	}()
+	if b.cluster.Roles.Broker {
+		b.wg.Add(2)
+		go func() {
+			defer b.wg.Done()
+			if err := b.server.Serve(b.listener); err != nil && !errors.Is(err, wire.ErrServerClosed) {
+				b.logger.Error("listener stopped", "err", err)
+			}
+		}()
+		go func() {
+			defer b.wg.Done()
+			b.runHeartbeats(b.heartbeatCtx)
+		}()
+	}
+	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
 		b.housekeeping()
 	}()
 	b.logs.Start()
-	b.logger.Info("broker started", "node.id", b.nodeID, "cluster.id", b.ClusterID(), "listener", b.listener.Addr().String(), "advertised", b.Addr(), "log.dir", b.dir, "admin", b.AdminAddr())
+	listener := ""
+	if b.listener != nil {
+		listener = b.listener.Addr().String()
+	}
+	controllerListener := ""
+	if b.controllerListener != nil {
+		controllerListener = b.controllerListener.Addr().String()
+	}
+	b.logger.Info("node started", "node.id", b.nodeID, "process.roles", b.cfg.String("process.roles"), "cluster.id", b.ClusterID(),
+		"listener", listener, "advertised", b.Addr(), "controller.listener", controllerListener, "log.dir", b.dir, "admin", b.AdminAddr())
 	return nil
 }
 
@@ -537,7 +572,7 @@ func (b *Broker) Close() error {
 		return nil
 	}
 	start := time.Now()
-	if !b.cluster.Alone {
+	if b.cluster.Roles.Broker && !b.cluster.Alone {
 		// Controlled shutdown: the controller moves this broker's
 		// leaderships to other in-sync replicas while it still serves.
 		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(b.cfg.Int("broker.session.timeout.ms"))*time.Millisecond)
@@ -568,8 +603,13 @@ func (b *Broker) Close() error {
 	b.partitionsMu.RUnlock()
 	b.ctrl.close()
 	b.controller.Close()
-	if qerr := b.quorum.Close(); qerr != nil {
-		b.logger.Warn("metadata quorum", "err", qerr)
+	if b.quorum != nil {
+		if qerr := b.quorum.Close(); qerr != nil {
+			b.logger.Warn("metadata quorum", "err", qerr)
+		}
+	}
+	if b.observer != nil {
+		b.observer.Close()
 	}
 	if b.controllerListener != nil {
 		b.controllerListener.Close()

@@ -254,3 +254,103 @@ func (b *Broker) handleAllocateProducerIDs(ctx context.Context, _ *wire.Conn, re
 		return resp
 	})
 }
+
+func init() {
+	registerController(1, 12, 16, (*Broker).handleMetadataFetch)
+	registerController(59, 0, 1, (*Broker).handleFetchSnapshot)
+}
+
+// Fetch (of __cluster_metadata-0): v12-16, on the controller listener. The
+// quorum's leader serves brokers that are not voters (observers) the
+// committed metadata entries from the fetch offset on, as stored in its
+// Raft log (one batch per entry, base offset = index), waiting up to
+// MaxWaitMillis for new ones; the high watermark is the commit index plus
+// one. A fetch offset the log has compacted away is answered with the
+// latest snapshot's id (KIP-630), which FetchSnapshot then reads. Voters
+// that do not lead answer NOT_LEADER_OR_FOLLOWER with the leader.
+func (b *Broker) handleMetadataFetch(ctx context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
+	r := req.Body.(*kmsg.FetchRequest)
+	return wire.Response{Deferred: func() wire.Response {
+		resp := r.ResponseKind().(*kmsg.FetchResponse)
+		resp.SessionID = 0
+		for _, rt := range r.Topics {
+			st := kmsg.NewFetchResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewFetchResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.RecordBatches = []byte{}
+				b.fetchMetadata(ctx, r, &rt, &rp, &sp)
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return respond(resp)
+	}}
+}
+
+func (b *Broker) fetchMetadata(ctx context.Context, r *kmsg.FetchRequest, rt *kmsg.FetchRequestTopic, rp *kmsg.FetchRequestTopicPartition, sp *kmsg.FetchResponseTopicPartition) {
+	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
+	named := rt.Topic == quorum.MetadataTopic || r.Version >= 13 && rt.TopicID == quorum.MetadataTopicID
+	node := b.raft.Load()
+	if !named || rp.Partition != 0 || node == nil {
+		sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+		return
+	}
+	wait := time.Duration(r.MaxWaitMillis) * time.Millisecond
+	c, err := node.ReadCommitted(ctx, uint64(max(rp.FetchOffset, 1)), int(min(rp.PartitionMaxBytes, r.MaxBytes)), wait)
+	if err != nil {
+		sp.ErrorCode = errorCode(fmt.Errorf("%w: %v", kerr.UnknownServerError, err))
+		return
+	}
+	if !c.Leader {
+		sp.ErrorCode = kerr.NotLeaderForPartition.Code
+		if leader, _ := b.controller.Leader(); leader >= 0 {
+			sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = leader, int32(c.Term)
+		}
+		return
+	}
+	sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = b.nodeID, int32(c.Term)
+	sp.HighWatermark, sp.LastStableOffset = int64(c.Commit)+1, int64(c.Commit)+1
+	if c.Snapshot != nil {
+		sp.SnapshotID.EndOffset, sp.SnapshotID.Epoch = int64(c.Snapshot.Index)+1, int32(c.Snapshot.Term)
+		return
+	}
+	sp.RecordBatches = c.Batches
+}
+
+// FetchSnapshot: v0-1, on the controller listener: a chunk of the quorum
+// leader's latest snapshot of the metadata, for an observer whose fetch
+// offset was compacted away.
+func (b *Broker) handleFetchSnapshot(_ context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
+	r := req.Body.(*kmsg.FetchSnapshotRequest)
+	resp := r.ResponseKind().(*kmsg.FetchSnapshotResponse)
+	node := b.raft.Load()
+	for _, rt := range r.Topics {
+		st := kmsg.NewFetchSnapshotResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewFetchSnapshotResponseTopicPartition()
+			sp.Partition = rp.Partition
+			snap := quorum.Snapshot{}
+			if node != nil {
+				snap = node.Checkpoint()
+			}
+			switch {
+			case rt.Topic != quorum.MetadataTopic || rp.Partition != 0 || node == nil:
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case int64(snap.Index)+1 != rp.SnapshotID.EndOffset:
+				sp.ErrorCode = kerr.SnapshotNotFound.Code
+			case rp.Position < 0 || rp.Position > int64(len(snap.Data)):
+				sp.ErrorCode = kerr.PositionOutOfRange.Code
+			default:
+				end := min(int64(len(snap.Data)), rp.Position+int64(max(r.MaxBytes, 1)))
+				sp.SnapshotID.EndOffset, sp.SnapshotID.Epoch = rp.SnapshotID.EndOffset, int32(snap.Term)
+				sp.Size, sp.Position, sp.Bytes = int64(len(snap.Data)), rp.Position, snap.Data[rp.Position:end]
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return respond(resp)
+}

@@ -15,6 +15,7 @@ import (
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 
+	"github.com/strata-io/strata/internal/record"
 	"github.com/strata-io/strata/internal/storage"
 	"github.com/strata-io/strata/internal/vfs"
 )
@@ -113,6 +114,17 @@ type Node struct {
 	readSeq uint64
 	readReq chan readRequest
 
+	// commit is the commit index, for readers of the committed log
+	// (observers' fetches); committed is closed and replaced when it
+	// moves. commitMu guards both.
+	commitMu  sync.Mutex
+	commit    uint64
+	committed chan struct{}
+	// pubTerm and pubLeader are the term and whether this node leads, as
+	// of the last Ready; commitMu guards them.
+	pubTerm   uint64
+	pubLeader bool
+
 	// loaded and loadedCommit are what Open found on disk.
 	loaded       Snapshot
 	loadedCommit uint64
@@ -202,6 +214,7 @@ func Open(cfg Config) (*Node, error) {
 		apply:       make(chan Apply, 16),
 		lastContact: map[uint64]time.Time{},
 		reads:       map[string]chan uint64{},
+		committed:   make(chan struct{}),
 		readReq:     make(chan readRequest),
 		stop:        make(chan struct{}),
 		done:        make(chan struct{}),
@@ -474,6 +487,14 @@ func (n *Node) handleReady() error {
 				n.logger.Warn("ignoring a raft configuration change entry", "index", e.GetIndex())
 			}
 		}
+		n.commitMu.Lock()
+		if commit := st.GetCommit(); commit != n.commit {
+			n.commit = commit
+			close(n.committed)
+			n.committed = make(chan struct{})
+		}
+		n.pubTerm, n.pubLeader = n.term, n.lead == raftID(n.cfg.NodeID)
+		n.commitMu.Unlock()
 		if changed || a.Snapshot != nil || len(a.Entries) > 0 {
 			select {
 			case n.apply <- a:
@@ -562,6 +583,69 @@ func (r raftLogger) Fatal(v ...any)                 { r.Panic(v...) }
 func (r raftLogger) Fatalf(format string, v ...any) { r.Panicf(format, v...) }
 func (r raftLogger) Panic(v ...any)                 { panic("raft: " + fmt.Sprint(v...)) }
 func (r raftLogger) Panicf(format string, v ...any) { panic("raft: " + fmt.Sprintf(format, v...)) }
+
+// Committed is what ReadCommitted returns.
+type Committed struct {
+	// Batches are the entries from the offset asked for on, as stored in
+	// the log (one record batch per entry), all committed.
+	Batches []byte
+	// Commit is the commit index: the offset of the last committed entry.
+	Commit uint64
+	// Term is this node's term, and Leader whether it leads.
+	Term   uint64
+	Leader bool
+	// Snapshot, when set, says the entries asked for are compacted away:
+	// read the snapshot (Checkpoint) instead.
+	Snapshot *Snapshot
+}
+
+// ReadCommitted returns committed entries from index from on, at most
+// maxBytes of them (at least one entry when there is any), waiting up to
+// wait for the commit index to pass from. It may run concurrently with
+// the node: it reads the log's durable files.
+func (n *Node) ReadCommitted(ctx context.Context, from uint64, maxBytes int, wait time.Duration) (Committed, error) {
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	for {
+		n.commitMu.Lock()
+		commit, moved := n.commit, n.committed
+		out := Committed{Commit: commit, Term: n.pubTerm, Leader: n.pubLeader}
+		n.commitMu.Unlock()
+		snap, _ := n.disk.mem.Snapshot()
+		if md := snap.GetMetadata(); from <= md.GetIndex() || int64(from) < n.cfg.WAL.LogStartOffset() {
+			out.Snapshot = &Snapshot{Index: md.GetIndex(), Term: md.GetTerm()}
+			return out, nil
+		}
+		if from <= commit {
+			var buf []byte
+			err := n.cfg.WAL.ReadBatches(int64(from), maxBytes, func(h record.Header, batch []byte) bool {
+				if uint64(h.BaseOffset) > commit {
+					return false
+				}
+				buf = append(buf, batch...)
+				return true
+			})
+			out.Batches = buf
+			return out, err
+		}
+		select {
+		case <-moved:
+		case <-deadline.C:
+			return out, nil
+		case <-ctx.Done():
+			return out, ctx.Err()
+		case <-n.done:
+			return out, ErrStopped
+		}
+	}
+}
+
+// Checkpoint returns the latest snapshot, data included.
+func (n *Node) Checkpoint() Snapshot {
+	snap, _ := n.disk.mem.Snapshot()
+	md := snap.GetMetadata()
+	return Snapshot{Index: md.GetIndex(), Term: md.GetTerm(), Data: snap.GetData()}
+}
 
 // raftID is a node id's Raft id; nodeID the reverse (Raft's 0, none,
 // is -1).

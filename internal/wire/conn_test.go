@@ -468,7 +468,9 @@ func TestIdleTimeout(t *testing.T) {
 			return Response{Body: req.Body.ResponseKind()}
 		}}, true
 	}
-	srv := startServer(t, h, func(c *Config) { c.IdleTimeout = 20 * time.Millisecond })
+	// Long enough that the busy connection's request arrives well within
+	// it on a loaded machine; the idle connection is closed after it.
+	srv := startServer(t, h, func(c *Config) { c.IdleTimeout = 300 * time.Millisecond })
 	busy := dial(t, srv.addr)
 	busy.f = kmsg.NewRequestFormatter(kmsg.FormatterClientID("slow"))
 	req := metadataRequest(7)
