@@ -35,16 +35,26 @@ func BenchmarkProduce(b *testing.B) {
 		name  string
 		codec int
 	}{{"none", record.CodecNone}, {"lz4", record.CodecLz4}, {"zstd", record.CodecZstd}} {
-		b.Run(codec.name, func(b *testing.B) { benchProduce(b, codec.codec) })
+		b.Run(codec.name, func(b *testing.B) { benchProduce(b, codec.codec, nil) })
 	}
 }
 
-func benchProduce(b *testing.B, codec int) {
+// BenchmarkProduceDurable is BenchmarkProduce, uncompressed, with
+// log.flush.interval.messages=1: every append is fsynced before it is
+// answered, and the eight requests in flight on each partition can share
+// fsyncs (group commit).
+//
+//	go test ./internal/broker -run XXX -bench 'ProduceDurable$' -count 5
+func BenchmarkProduceDurable(b *testing.B) {
+	benchProduce(b, record.CodecNone, map[string]string{"log.flush.interval.messages": "1"})
+}
+
+func benchProduce(b *testing.B, codec int, settings map[string]string) {
 	const (
 		partitions = 4
 		perBatch   = 100
 	)
-	tb := startBroker(b, nil)
+	tb := startBroker(b, settings)
 	createTopic(b, newAdmin(b, tb.Addr()), "bench", partitions, nil)
 	batch := benchBatch(b, codec, perBatch)
 	frames := make([][]byte, partitions)
