@@ -126,6 +126,13 @@ func (p *Partition) AppendAsFollower(leaderEpoch int32, batches []byte) (int64, 
 		p.producers.Update(h)
 		return true
 	})
+	if p.settings.Load().SyncEveryAppend {
+		// Synced before the next fetch tells the leader this replica has
+		// the records (see Settings.SyncEveryAppend).
+		if err := p.log.Flush(p.log.LogEndOffset()); err != nil {
+			return p.log.LogEndOffset(), err
+		}
+	}
 	if snapshot != nil {
 		// Under the append lock, unlike the leader's: a follower's appends
 		// wait for nobody, and the snapshot must precede the next roll's.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -19,7 +20,10 @@ type Settings struct {
 	MinInsyncReplicas int  // min.insync.replicas
 	LogAppendTime     bool // message.timestamp.type=LogAppendTime
 	// SyncEveryAppend is flush.messages=1: every append is fsynced (group
-	// committed) before it counts towards the high watermark.
+	// committed) before it counts towards the high watermark. The replica
+	// then does the fsyncs itself: the leader's once per round of appends
+	// waiting (AwaitAcks), a follower's before it fetches again; the log's
+	// own flush.messages would sync inside every append, one at a time.
 	SyncEveryAppend bool
 	// Log is the log's configuration (segments, retention, compaction).
 	Log storage.Config
@@ -105,6 +109,15 @@ func New(topic string, index int32, log *storage.Log, s Settings, opts Options) 
 	p := &Partition{Topic: topic, Index: index, log: log, opts: opts,
 		producers: producer.NewPartitionState(),
 		watchers:  map[chan<- struct{}]struct{}{}, ackWaiters: map[uint64]chan<- error{}}
+	if s.SyncEveryAppend {
+		// The log keeps the configuration it was opened with (s.Log
+		// applies from SetSettings), less its own flush.messages.
+		c := log.Config()
+		c.FlushMessages = math.MaxInt64
+		if err := log.SetConfig(c); err != nil {
+			return nil, err
+		}
+	}
 	p.settings.Store(&s)
 	if err := p.rebuildProducers(); err != nil {
 		return nil, err
@@ -147,11 +160,21 @@ func (p *Partition) rebuildProducers() error {
 	return nil
 }
 
+// logConfig is the log's configuration: Log, without flush.messages when
+// the replica syncs every append itself.
+func (s *Settings) logConfig() storage.Config {
+	c := s.Log
+	if s.SyncEveryAppend {
+		c.FlushMessages = math.MaxInt64
+	}
+	return c
+}
+
 // SetSettings replaces the topic-level settings (AlterConfigs, or the
 // topic's configuration once known).
 // Invalid log settings change nothing.
 func (p *Partition) SetSettings(s Settings) error {
-	if err := p.log.SetConfig(s.Log); err != nil {
+	if err := p.log.SetConfig(s.logConfig()); err != nil {
 		return err
 	}
 	p.settings.Store(&s)
