@@ -50,8 +50,8 @@ func ScanRecords(records []byte, count int32, fn func(r *RawRecord) error) error
 			Bytes:          records[wr.start:wr.end:wr.end],
 			TimestampDelta: wr.TimestampDelta,
 			OffsetDelta:    wr.OffsetDelta,
-			Key:            wr.Key,
-			Value:          wr.Value,
+			Key:            slice(records, wr.keyAt, wr.KeyLength),
+			Value:          slice(records, wr.valueAt, wr.ValueLength),
 			attrEnd:        int(wr.tsStart - wr.start),
 			afterTimestamp: int(wr.tsEnd - wr.start),
 		}
@@ -63,6 +63,14 @@ func ScanRecords(records []byte, count int32, fn func(r *RawRecord) error) error
 		return fmt.Errorf("%w: %d bytes after %d records", ErrShort, left, count)
 	}
 	return nil
+}
+
+// slice returns the n bytes of b at at, nil for n = -1.
+func slice(b []byte, at int64, n int32) []byte {
+	if n < 0 {
+		return nil
+	}
+	return b[at : at+int64(n) : at+int64(n)]
 }
 
 // AppendRetimed appends r re-encoded with a new timestamp delta: what the

@@ -174,117 +174,144 @@ func (w *walker) varint64() (int64, error) {
 }
 
 // walkedRecord is what the walker reads of a record. Positions are in the
-// section; Key and Value are set only in memory.
+// section (for a streamed walk, only start and end are set).
 type walkedRecord struct {
 	start, end     int64 // the length prefix's first byte; the byte after the record
-	bodyStart      int64 // after the length prefix
 	tsStart, tsEnd int64 // the timestamp delta's bytes
+	keyAt, valueAt int64 // the key's and the value's first byte
 	TimestampDelta int64
 	OffsetDelta    int32
 	KeyLength      int32 // -1 for a null key
 	ValueLength    int32 // -1 for a null value
-	Key, Value     []byte
 }
 
 // next reads one record, checking that every length and count lies within
 // the record and that its fields fill exactly its length.
 func (w *walker) next(r *walkedRecord) error {
-	r.start = w.offset()
-	length, err := w.varint32()
-	if err != nil {
-		return err
+	if w.src == nil {
+		end, err := recordAt(w.buf, w.pos, r)
+		if err != nil {
+			return err
+		}
+		w.pos = end
+		return nil
 	}
+	if len(w.buf)-w.pos < 5 {
+		w.fill(5)
+	}
+	u, p := uvarintAt(w.buf, w.pos, 5)
+	if p < 0 {
+		return varintError(p)
+	}
+	length := int32(uint32(u)>>1) ^ -int32(u&1)
 	if length < 1 {
 		return fmt.Errorf("%w: %d", errRecordLength, length)
 	}
-	r.bodyStart = w.offset()
-	r.end = r.bodyStart + int64(length)
-	if len(w.buf)-w.pos < int(length) && w.src != nil && int(length) <= len(w.window) {
-		w.fill(int(length)) // the whole record into the window
+	if whole := p - w.pos + int(length); whole <= len(w.window) {
+		// The fast path: the whole record into the window, parsed in
+		// place.
+		w.fill(whole)
+		if len(w.buf)-w.pos < whole {
+			return errRecordShort
+		}
+		end, err := recordAt(w.buf, w.pos, r)
+		if err != nil {
+			return err
+		}
+		r.start, r.end = w.base+int64(w.pos), w.base+int64(end)
+		w.pos = end
+		return nil
 	}
-	if len(w.buf)-w.pos >= int(length) {
-		// The fast path: the record is at hand, parse it in place.
-		body := w.buf[w.pos : w.pos+int(length)]
-		err := parseBody(body, r, w.src == nil)
-		w.pos += int(length)
-		return err
-	}
-	if w.src == nil {
-		return fmt.Errorf("%w: %d bytes, %d left", errRecordShort, length, len(w.buf)-w.pos)
-	}
+	r.start = w.offset()
+	w.pos = p
+	r.end = w.offset() + int64(length)
 	return w.nextStreamed(r)
 }
 
-// parseBody parses a record's body, its length bytes after the length
-// prefix, setting r's fields (positions from r.bodyStart, and Key and
-// Value when keep). It is the produce path's inner loop: each varint's
-// one-byte case is written out where it is read.
-func parseBody(b []byte, r *walkedRecord, keep bool) error {
-	if len(b) < 1 {
-		return errRecordShort
-	}
-	p := 1 // attributes, unused
-	r.tsStart = r.bodyStart + 1
+// recordAt parses the record whose length prefix is at b[p], which b must
+// hold whole, setting r (positions in b) and returning the position after
+// it. It is the produce path's inner loop: each varint's one- and two-byte
+// cases are written out where it is read.
+func recordAt(b []byte, p int, r *walkedRecord) (int, error) {
+	start := p
 	var u uint64
 	if p < len(b) && b[p] < 0x80 {
 		u, p = uint64(b[p]), p+1
-	} else if u, p = uvarintSlow(b, p, 10); p < 0 {
-		return varintError(p)
-	}
-	r.TimestampDelta = int64(u>>1) ^ -int64(u&1)
-	r.tsEnd = r.bodyStart + int64(p)
-	if p < len(b) && b[p] < 0x80 {
-		u, p = uint64(b[p]), p+1
+	} else if p+1 < len(b) && b[p+1] < 0x80 {
+		u, p = uint64(b[p]&0x7F)|uint64(b[p+1])<<7, p+2
 	} else if u, p = uvarintSlow(b, p, 5); p < 0 {
-		return varintError(p)
+		return 0, varintError(p)
 	}
-	r.OffsetDelta = int32(uint32(u)>>1) ^ -int32(u&1)
-	for i := range 2 { // the key, then the value
-		if p < len(b) && b[p] < 0x80 {
-			u, p = uint64(b[p]), p+1
-		} else if u, p = uvarintSlow(b, p, 5); p < 0 {
-			return varintError(p)
+	length := int32(uint32(u)>>1) ^ -int32(u&1)
+	if length < 1 {
+		return 0, fmt.Errorf("%w: %d", errRecordLength, length)
+	}
+	if int(length) > len(b)-p {
+		return 0, fmt.Errorf("%w: %d bytes, %d left", errRecordShort, length, len(b)-p)
+	}
+	body := b[:p+int(length)] // positions stay b's
+	end := len(body)
+	p++ // attributes, unused
+	tsStart := p
+	if p < end && body[p] < 0x80 {
+		u, p = uint64(body[p]), p+1
+	} else if u, p = uvarintSlow(body, p, 10); p < 0 {
+		return 0, varintError(p)
+	}
+	tsDelta := int64(u>>1) ^ -int64(u&1)
+	tsEnd := p
+	if p < end && body[p] < 0x80 {
+		u, p = uint64(body[p]), p+1
+	} else if u, p = uvarintSlow(body, p, 5); p < 0 {
+		return 0, varintError(p)
+	}
+	offsetDelta := int32(uint32(u)>>1) ^ -int32(u&1)
+	var lengths [2]int32 // the key's, the value's
+	var at [2]int
+	for i := range lengths {
+		if p < end && body[p] < 0x80 {
+			u, p = uint64(body[p]), p+1
+		} else if p+1 < end && body[p+1] < 0x80 {
+			u, p = uint64(body[p]&0x7F)|uint64(body[p+1])<<7, p+2
+		} else if u, p = uvarintSlow(body, p, 5); p < 0 {
+			return 0, varintError(p)
 		}
 		n := int32(uint32(u)>>1) ^ -int32(u&1)
-		if n < -1 || int(n) > len(b)-p {
-			return fieldError(n)
+		if n < -1 || int(n) > end-p {
+			return 0, fieldError(n)
 		}
-		var v []byte
-		if n >= 0 {
-			if keep {
-				v = b[p : p+int(n) : p+int(n)]
+		lengths[i], at[i] = n, p
+		p += max(int(n), 0)
+	}
+	if p < end && body[p] < 0x80 {
+		u, p = uint64(body[p]), p+1
+	} else if u, p = uvarintSlow(body, p, 5); p < 0 {
+		return 0, varintError(p)
+	}
+	if headers := int32(uint32(u)>>1) ^ -int32(u&1); headers != 0 {
+		// A header takes at least two bytes (two one-byte lengths).
+		if left := end - p; headers < 0 || int(headers) > left/2 {
+			return 0, fmt.Errorf("%w: %d headers, %d bytes left", errHeaderCount, headers, left)
+		}
+		for range headers {
+			var err error
+			if p, err = skipField(body, p, 0); err != nil {
+				return 0, err
 			}
-			p += int(n)
-		}
-		if i == 0 {
-			r.KeyLength, r.Key = n, v
-		} else {
-			r.ValueLength, r.Value = n, v
+			if p, err = skipField(body, p, -1); err != nil {
+				return 0, err
+			}
 		}
 	}
-	if p < len(b) && b[p] < 0x80 {
-		u, p = uint64(b[p]), p+1
-	} else if u, p = uvarintSlow(b, p, 5); p < 0 {
-		return varintError(p)
+	if p != end {
+		return 0, fmt.Errorf("%w: length %d, fields take %d", errRecordOverrun, length, p-(end-int(length)))
 	}
-	headers := int32(uint32(u)>>1) ^ -int32(u&1)
-	// A header takes at least two bytes (two one-byte lengths).
-	if left := len(b) - p; headers < 0 || int(headers) > left/2 {
-		return fmt.Errorf("%w: %d headers, %d bytes left", errHeaderCount, headers, left)
+	*r = walkedRecord{
+		start: int64(start), end: int64(end), tsStart: int64(tsStart), tsEnd: int64(tsEnd),
+		keyAt: int64(at[0]), valueAt: int64(at[1]),
+		TimestampDelta: tsDelta, OffsetDelta: offsetDelta, KeyLength: lengths[0], ValueLength: lengths[1],
 	}
-	for range headers {
-		var err error
-		if p, err = skipField(b, p, 0); err != nil {
-			return err
-		}
-		if p, err = skipField(b, p, -1); err != nil {
-			return err
-		}
-	}
-	if p != len(b) {
-		return fmt.Errorf("%w: length %d, fields take %d", errRecordOverrun, len(b), p)
-	}
-	return nil
+	return end, nil
 }
 
 func fieldError(n int32) error { return fmt.Errorf("%w: %d", errFieldLength, n) }
@@ -351,25 +378,23 @@ func uvarintSlow(b []byte, p, maxLen int) (uint64, int) {
 }
 
 // nextStreamed reads the rest of a record larger than the window, after
-// its length, field by field through refills.
+// its length (r.start and r.end are set), field by field through refills.
 func (w *walker) nextStreamed(r *walkedRecord) error {
-	length := r.end - r.bodyStart
+	bodyStart := w.offset()
 	var err error
 	if _, ok := w.byte1(); !ok { // attributes, unused
 		return errRecordShort
 	}
-	r.tsStart = w.offset()
 	if r.TimestampDelta, err = w.varint64(); err != nil {
 		return err
 	}
-	r.tsEnd = w.offset()
 	if r.OffsetDelta, err = w.varint32(); err != nil {
 		return err
 	}
-	if r.KeyLength, r.Key, err = w.field(r.end, -1); err != nil {
+	if r.KeyLength, err = w.field(r.end, -1); err != nil {
 		return err
 	}
-	if r.ValueLength, r.Value, err = w.field(r.end, -1); err != nil {
+	if r.ValueLength, err = w.field(r.end, -1); err != nil {
 		return err
 	}
 	headers, err := w.varint32()
@@ -380,40 +405,33 @@ func (w *walker) nextStreamed(r *walkedRecord) error {
 		return fmt.Errorf("%w: %d headers, %d bytes left", errHeaderCount, headers, max(left, 0))
 	}
 	for range headers {
-		if _, _, err := w.field(r.end, 0); err != nil {
+		if _, err := w.field(r.end, 0); err != nil {
 			return err
 		}
-		if _, _, err := w.field(r.end, -1); err != nil {
+		if _, err := w.field(r.end, -1); err != nil {
 			return err
 		}
 	}
 	if at := w.offset(); at != r.end {
-		return fmt.Errorf("%w: length %d, fields take %d", errRecordOverrun, length, at-r.bodyStart)
+		return fmt.Errorf("%w: length %d, fields take %d", errRecordOverrun, r.end-bodyStart, at-bodyStart)
 	}
 	return nil
 }
 
 // field reads a length (at least least) and passes over that many bytes,
-// which must end by end; in memory it returns them (nil for -1).
-func (w *walker) field(end int64, least int32) (int32, []byte, error) {
+// which must end by end.
+func (w *walker) field(end int64, least int32) (int32, error) {
 	n, err := w.varint32()
 	if err != nil {
-		return 0, nil, err
+		return 0, err
 	}
 	if n < least || int64(n) > end-w.offset() {
-		return 0, nil, fmt.Errorf("%w: %d", errFieldLength, n)
+		return 0, fmt.Errorf("%w: %d", errFieldLength, n)
 	}
-	if n < 0 {
-		return n, nil, nil
+	if n > 0 && !w.skip(int64(n)) {
+		return 0, errRecordShort
 	}
-	var b []byte
-	if w.src == nil {
-		b = w.buf[w.pos : w.pos+int(n) : w.pos+int(n)]
-	}
-	if !w.skip(int64(n)) {
-		return 0, nil, errRecordShort
-	}
-	return n, b, nil
+	return n, nil
 }
 
 // atEnd reports whether the section has no bytes left (for a stream, the
