@@ -3,8 +3,11 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-io/strata/internal/testutil/poll"
+	"github.com/strata-io/strata/internal/testutil/tcpproxy"
 )
 
 // cluster is a cluster of strata serve processes on loopback, each a
@@ -349,5 +353,164 @@ func TestBrokerAndControllerOnlyNodes(t *testing.T) {
 	}
 	if got := consumeN(t, p.addr, "spread", 30); got != 30 {
 		t.Fatalf("read %d of 30 through the broker-only node", got)
+	}
+}
+
+// meshCluster is a cluster whose voters reach each other only through a
+// proxy per ordered pair of nodes (node x dials node y's controller
+// listener through proxies[x][y]), so that a node can be cut off from the
+// others, Raft traffic and controller requests alike.
+type meshCluster struct {
+	*cluster
+	proxies map[int32]map[int32]*tcpproxy.Proxy
+	admin   map[int32]string // each node's admin HTTP address
+}
+
+func startMeshCluster(t *testing.T, n int, sets ...string) *meshCluster {
+	t.Helper()
+	m := &meshCluster{cluster: &cluster{t: t, nodes: map[int32]*process{}}, proxies: map[int32]map[int32]*tcpproxy.Proxy{}, admin: map[int32]string{}}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for id, p := range m.nodes {
+				t.Logf("node %d's log:\n%s", id, p.logs)
+			}
+		}
+	})
+	client, ctrl := map[int32]string{}, map[int32]string{}
+	for id := int32(1); int(id) <= n; id++ {
+		client[id], ctrl[id], m.admin[id] = "127.0.0.1:"+freePort(t), "127.0.0.1:"+freePort(t), "127.0.0.1:"+freePort(t)
+	}
+	for x := int32(1); int(x) <= n; x++ {
+		m.proxies[x] = map[int32]*tcpproxy.Proxy{}
+		for y := int32(1); int(y) <= n; y++ {
+			if x == y {
+				continue
+			}
+			p, err := tcpproxy.Listen(ctrl[y])
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { p.Close() })
+			m.proxies[x][y] = p
+		}
+	}
+	for x := int32(1); int(x) <= n; x++ {
+		var voters []string
+		for y := int32(1); int(y) <= n; y++ {
+			addr := ctrl[y]
+			if x != y {
+				addr = m.proxies[x][y].Addr()
+			}
+			voters = append(voters, fmt.Sprintf("%d@%s", y, addr))
+		}
+		dir := filepath.Join(t.TempDir(), fmt.Sprintf("node-%d", x))
+		p := &process{t: t, dir: dir, addr: client[x]}
+		p.args = append([]string{"serve",
+			"--set", "node.id=" + fmt.Sprint(x),
+			"--set", "log.dirs=" + dir,
+			"--set", "listeners=PLAINTEXT://" + client[x] + ",CONTROLLER://" + ctrl[x],
+			"--set", "controller.quorum.voters=" + strings.Join(voters, ","),
+			"--set", "strata.admin.listener=" + m.admin[x],
+		}, flagsFor(sets)...)
+		p.start()
+		t.Cleanup(p.kill)
+		m.nodes[x] = p
+	}
+	m.waitBrokers(ids(n)...)
+	return m
+}
+
+// isolate cuts node x off from every other node, both ways; heal undoes
+// every cut.
+func (m *meshCluster) isolate(x int32) {
+	for y, p := range m.proxies[x] {
+		p.Cut()
+		m.proxies[y][x].Cut()
+	}
+}
+
+func (m *meshCluster) heal() {
+	for _, row := range m.proxies {
+		for _, p := range row {
+			p.Heal()
+		}
+	}
+}
+
+// gauge scrapes one of a node's metrics; -1 when it cannot.
+func (m *meshCluster) gauge(id int32, name string) float64 {
+	resp, err := http.Get("http://" + m.admin[id] + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err == nil {
+				return f
+			}
+		}
+	}
+	return -1
+}
+
+// TestControllerCutOff cuts the active controller off from the other two
+// voters: it cannot commit (a CreateTopics through it fails), the other
+// two elect a leader between them and go on, and no moment shows two
+// active controllers able to commit; after healing, the cut-off node
+// catches up with what was committed without it.
+func TestControllerCutOff(t *testing.T) {
+	m := startMeshCluster(t, 3, "offsets.topic.replication.factor=1")
+	if err := m.createTopic(1, "before", 3); err != nil {
+		t.Fatal(err)
+	}
+	cut := m.controller(1)
+	others := []int32{cut%3 + 1, (cut+1)%3 + 1}
+	m.isolate(cut)
+
+	// The two others elect a leader between them; the cut-off node stops
+	// being active. Sampled throughout: never two active at once among
+	// nodes that can commit (the cut-off one cannot).
+	poll.UntilStatus(t, 30*time.Second, "a new active controller among the others", func() (bool, string) {
+		a, b := m.gauge(others[0], "strata_active_controller_count"), m.gauge(others[1], "strata_active_controller_count")
+		if a == 1 && b == 1 {
+			t.Fatalf("nodes %d and %d are both the active controller", others[0], others[1])
+		}
+		return a+b == 1, fmt.Sprintf("active: node %d %v, node %d %v", others[0], a, others[1], b)
+	})
+	poll.UntilStatus(t, 30*time.Second, "the cut-off node to step down", func() (bool, string) {
+		v := m.gauge(cut, "strata_active_controller_count")
+		return v == 0, fmt.Sprint(v)
+	})
+	if err := m.createTopic(others[0], "during", 3); err != nil {
+		t.Fatalf("creating a topic through node %d while node %d is cut off: %v", others[0], cut, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_, err := m.cluster.admin(cut).CreateTopic(ctx, 1, 1, nil, "lost")
+	cancel()
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		topics, _ := m.cluster.admin(others[0]).ListTopics(ctx)
+		cancel()
+		if topics.Has("lost") {
+			t.Fatalf("node %d, cut off from the quorum, committed a topic", cut)
+		}
+	}
+
+	m.heal()
+	poll.UntilStatus(t, 30*time.Second, fmt.Sprintf("node %d to catch up", cut), func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		topics, err := m.cluster.admin(cut).ListTopics(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		return topics.Has("during") && topics.Has("before"), fmt.Sprint(topics.Names())
+	})
+	a := m.gauge(1, "strata_active_controller_count") + m.gauge(2, "strata_active_controller_count") + m.gauge(3, "strata_active_controller_count")
+	if a != 1 {
+		t.Fatalf("%v active controllers after healing", a)
 	}
 }

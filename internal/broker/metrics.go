@@ -22,6 +22,11 @@ var (
 	descUnderMinISR      = prometheus.NewDesc("strata_under_min_isr_partitions", "Partitions led here whose ISR is smaller than min.insync.replicas (Kafka: UnderMinIsrPartitionCount).", nil, nil)
 	descOffline          = prometheus.NewDesc("strata_offline_partitions", "Partitions in the cluster without a leader (Kafka: OfflinePartitionsCount).", nil, nil)
 	descActiveController = prometheus.NewDesc("strata_active_controller_count", "1 on the node that is the active controller (Kafka: ActiveControllerCount).", nil, nil)
+	descQuorumLeader     = prometheus.NewDesc("strata_metadata_quorum_leader", "The metadata quorum's leader as this node knows it, -1 for none (Kafka: raft-metrics current-leader).", nil, nil)
+	descQuorumTerm       = prometheus.NewDesc("strata_metadata_quorum_term", "The metadata quorum's term, KRaft's epoch (Kafka: raft-metrics current-epoch).", nil, nil)
+	descMetadataOffset   = prometheus.NewDesc("strata_metadata_applied_offset", "The offset of the metadata image this node acts on (Kafka: MetadataLoader CurrentMetadataOffset).", nil, nil)
+	descFencedBrokers    = prometheus.NewDesc("strata_fenced_brokers", "Registered brokers that are fenced (Kafka: FencedBrokerCount).", nil, nil)
+	descActiveBrokers    = prometheus.NewDesc("strata_active_brokers", "Registered brokers that are not fenced (Kafka: ActiveBrokerCount).", nil, nil)
 	descLogSize          = prometheus.NewDesc("strata_log_size_bytes", "Bytes of log on disk per partition (Kafka: Log Size).", []string{"topic", "partition"}, nil)
 	descLogEnd           = prometheus.NewDesc("strata_log_end_offset", "Log end offset per partition (Kafka: LogEndOffset).", []string{"topic", "partition"}, nil)
 	descLogStart         = prometheus.NewDesc("strata_log_start_offset", "Log start offset per partition (Kafka: LogStartOffset).", []string{"topic", "partition"}, nil)
@@ -33,7 +38,7 @@ var (
 
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descPartitions, descLeaders, descUnderReplicated, descUnderMinISR, descOffline,
-		descActiveController, descLogSize, descLogEnd, descLogStart, descFetcherLag, descFetcherMaxLag, descGroupLag, descGroupLagSeconds} {
+		descActiveController, descQuorumLeader, descQuorumTerm, descMetadataOffset, descFencedBrokers, descActiveBrokers, descLogSize, descLogEnd, descLogStart, descFetcherLag, descFetcherMaxLag, descGroupLag, descGroupLagSeconds} {
 		ch <- d
 	}
 }
@@ -88,7 +93,28 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descUnderReplicated, prometheus.GaugeValue, float64(under))
 	ch <- prometheus.MustNewConstMetric(descUnderMinISR, prometheus.GaugeValue, float64(underMin))
 	ch <- prometheus.MustNewConstMetric(descOffline, prometheus.GaugeValue, float64(offline))
-	ch <- prometheus.MustNewConstMetric(descActiveController, prometheus.GaugeValue, 1)
+	active, leader, term := 0.0, -1.0, 0.0
+	if b.controller != nil {
+		l, a, t := b.controller.Quorum()
+		leader, term = float64(l), float64(t)
+		if a {
+			active = 1
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(descActiveController, prometheus.GaugeValue, active)
+	ch <- prometheus.MustNewConstMetric(descQuorumLeader, prometheus.GaugeValue, leader)
+	ch <- prometheus.MustNewConstMetric(descQuorumTerm, prometheus.GaugeValue, term)
+	if img := b.image.Load(); img != nil {
+		fenced := 0
+		for _, br := range img.Brokers {
+			if br.Fenced {
+				fenced++
+			}
+		}
+		ch <- prometheus.MustNewConstMetric(descMetadataOffset, prometheus.GaugeValue, float64(img.Offset))
+		ch <- prometheus.MustNewConstMetric(descFencedBrokers, prometheus.GaugeValue, float64(fenced))
+		ch <- prometheus.MustNewConstMetric(descActiveBrokers, prometheus.GaugeValue, float64(len(img.Brokers)-fenced))
+	}
 
 	for _, g := range b.groups.GroupOffsets() {
 		for _, o := range g.Offsets {

@@ -296,6 +296,14 @@ func (c *Controller) waitCaughtUp(ctx context.Context) error {
 	}
 }
 
+// Quorum returns the leader (-1: unknown), whether this node is the
+// active controller, and the term, as the committed stream last told.
+func (c *Controller) Quorum() (leader int32, active bool, term uint64) {
+	c.waitMu.Lock()
+	defer c.waitMu.Unlock()
+	return c.leader, c.activeTerm != 0, c.term
+}
+
 // WaitActive blocks until this node is the active controller.
 func (c *Controller) WaitActive(ctx context.Context) error {
 	for {
