@@ -164,7 +164,7 @@ func produceSequenced(ctx context.Context, cl *kgo.Client, topic string, partiti
 // it when a new connection fails, which the proxy and the kills make
 // happen). The client's log (info, or debug with STRATA_KGO_DEBUG set) is
 // printed if the test fails.
-func franzIdempotentProducer(t *testing.T, addr string) *kgo.Client {
+func franzIdempotentProducer(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
 	level := kgo.LogLevelInfo
 	if os.Getenv("STRATA_KGO_DEBUG") != "" {
 		level = kgo.LogLevelDebug
@@ -175,12 +175,12 @@ func franzIdempotentProducer(t *testing.T, addr string) *kgo.Client {
 			t.Logf("franz-go log:\n%s", logs)
 		}
 	})
-	return client(t, addr,
+	return client(t, addr, append([]kgo.Opt{
 		kgo.WithLogger(kgo.BasicLogger(logs, level, func() string { return time.Now().Format("15:04:05.000 ") })),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.ProducerBatchMaxBytes(1<<10),
+		kgo.ProducerBatchMaxBytes(1 << 10),
 		kgo.RetryBackoffFn(func(int) time.Duration { return 10 * time.Millisecond }),
-		kgo.MetadataMinAge(100*time.Millisecond))
+		kgo.MetadataMinAge(100 * time.Millisecond)}, opts...)...)
 }
 
 // dumpStacks makes the broker print its goroutines (SIGQUIT) and returns

@@ -145,6 +145,8 @@ func (p *process) stop() {
 			p.t.Fatalf("strata exited with %v after SIGTERM:\n%s", err, p.logs)
 		}
 	case <-time.After(20 * time.Second):
+		p.cmd.Process.Signal(syscall.SIGQUIT) // its goroutines, in its log
+		<-done
 		p.t.Fatalf("strata did not stop within 20s of SIGTERM:\n%s", p.logs)
 	}
 }

@@ -1,6 +1,13 @@
 package broker
 
-import "context"
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
 
 // partitionAlterer is the controller's side of ISR changes, Kafka's
 // AlterPartition (API 56): a partition's leader asks it to make newISR the
@@ -28,4 +35,57 @@ func (b *Broker) tickPartitions() {
 	for _, p := range b.partitions {
 		p.Tick()
 	}
+}
+
+// controllerAlterer is the partitionAlterer of a broker in a cluster: it
+// sends AlterPartition to the active controller over the controller client
+// (or to this node's own controller when it is the active one).
+type controllerAlterer struct{ b *Broker }
+
+func (a controllerAlterer) alterPartition(ctx context.Context, topic string, partition, leaderEpoch, partitionEpoch int32, newISR []int32) (int32, error) {
+	b := a.b
+	if b.ctrl == nil {
+		return 0, errors.New("broker: no controller client yet")
+	}
+	img := b.image.Load()
+	t := img.Topics[topic]
+	if t == nil {
+		return 0, kerr.UnknownTopicOrPartition
+	}
+	req := kmsg.NewPtrAlterPartitionRequest()
+	req.Version = controllerAPIs[req.Key()].max
+	req.BrokerID, req.BrokerEpoch = b.nodeID, b.brokerEpoch.Load()
+	rt := kmsg.NewAlterPartitionRequestTopic()
+	rt.TopicID = t.ID
+	rp := kmsg.NewAlterPartitionRequestTopicPartition()
+	rp.Partition, rp.LeaderEpoch, rp.PartitionEpoch = partition, leaderEpoch, partitionEpoch
+	rp.NewISR = newISR
+	for _, id := range newISR {
+		e := kmsg.NewAlterPartitionRequestTopicPartitionNewEpochISR()
+		e.BrokerID, e.BrokerEpoch = id, -1
+		if br := img.Brokers[id]; br != nil {
+			e.BrokerEpoch = br.Epoch
+		}
+		rp.NewEpochISR = append(rp.NewEpochISR, e)
+	}
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	rctx, cancel := context.WithTimeout(ctx, controllerRequestTimeout)
+	defer cancel()
+	resp, err := b.ctrl.Request(rctx, req)
+	if err != nil {
+		return 0, err
+	}
+	r := resp.(*kmsg.AlterPartitionResponse)
+	if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+		return 0, err
+	}
+	if len(r.Topics) != 1 || len(r.Topics[0].Partitions) != 1 {
+		return 0, fmt.Errorf("broker: AlterPartition answered %d topics", len(r.Topics))
+	}
+	sp := r.Topics[0].Partitions[0]
+	if err := kerr.ErrorForCode(sp.ErrorCode); err != nil {
+		return 0, err
+	}
+	return sp.PartitionEpoch, nil
 }

@@ -104,6 +104,8 @@ type Broker struct {
 	// here; nil until the controller implements it (a single node's ISR
 	// never changes).
 	isr partitionAlterer
+	// fetchers replicate the partitions this broker follows.
+	fetchers *replicaFetchers
 
 	producerIDs   *producer.IDAllocator
 	fetchSessions *fetchSessions
@@ -219,6 +221,12 @@ func New(opts Options) (*Broker, error) {
 	}
 	b.groups = group.NewCoordinator(gcfg, group.Deps{Logger: b.logger, Topics: imageTopics{b}})
 
+	// Before the metadata is replayed: the partitions it opens follow
+	// their leaders and send their ISR changes to the controller.
+	b.fetchers = newReplicaFetchers(b.fetcherConfig(), b.logger)
+	if !cluster.Alone {
+		b.isr = controllerAlterer{b}
+	}
 	if err := b.openController(); err != nil {
 		b.abort()
 		return nil, err
@@ -327,6 +335,9 @@ const controllerRequestTimeout = 30 * time.Second
 // abort releases what New opened before failing.
 func (b *Broker) abort() {
 	b.cancel()
+	if b.fetchers != nil {
+		b.fetchers.close()
+	}
 	if b.ctrl != nil {
 		b.ctrl.close()
 	}
@@ -590,10 +601,18 @@ func (b *Broker) Close() error {
 		b.server.Close()
 	}
 	b.cancel()
+	if b.controllerListener != nil {
+		// Its accept loop is one of the goroutines waited for: no new
+		// controller connections from now on (raft's stay until the
+		// quorum closes).
+		b.controllerListener.Close()
+	}
 	b.wg.Wait()
 	if b.admin != nil {
 		b.admin.Close()
 	}
+	// Followers stop fetching before their logs close.
+	b.fetchers.close()
 	b.partitionsMu.RLock()
 	for _, p := range b.partitions {
 		if err := p.SnapshotProducers(); err != nil {

@@ -2,7 +2,9 @@ package broker
 
 import (
 	"maps"
+	"net"
 	"slices"
+	"strconv"
 
 	"github.com/strata-io/strata/internal/controller"
 	"github.com/strata-io/strata/internal/metadata"
@@ -50,7 +52,7 @@ func (b *Broker) applyImage(old, img *metadata.Image) {
 			if oldT != nil && i < len(oldT.Partitions) {
 				oldP = &oldT.Partitions[i]
 			}
-			b.applyPartition(t, int32(i), p, oldP, values, configChanged)
+			b.applyPartition(old, img, t, int32(i), p, oldP, values, configChanged)
 		}
 	}
 	b.applyCoordinator(old, img)
@@ -60,8 +62,10 @@ func (b *Broker) applyImage(old, img *metadata.Image) {
 }
 
 // applyPartition opens a partition this broker hosts and applies its
-// leadership and configuration. b.imageMu must be held.
-func (b *Broker) applyPartition(t *metadata.Topic, index int32, p, old *metadata.Partition, values map[string]string, configChanged bool) {
+// configuration and its state in img: leader, or follower of the leader
+// (fetching from it), at the leader and partition epochs of img. oldImg
+// is the image before. b.imageMu must be held.
+func (b *Broker) applyPartition(oldImg, img *metadata.Image, t *metadata.Topic, index int32, p, old *metadata.Partition, values map[string]string, configChanged bool) {
 	key := tp{t.Name, index}
 	b.partitionsMu.RLock()
 	r, ok := b.partitions[key]
@@ -90,10 +94,37 @@ func (b *Broker) applyPartition(t *metadata.Topic, index int32, p, old *metadata
 			b.logger.Error("configuring partition", "topic", t.Name, "partition", index, "err", err)
 		}
 	}
-	if p.Leader == b.nodeID && (old == nil || !ok || old.LeaderEpoch != p.LeaderEpoch || old.Leader != p.Leader) {
-		state := replica.State{Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, Replicas: p.Replicas, ISR: p.ISR}
-		if err := r.BecomeLeader(state); err != nil {
-			b.logger.Error("becoming leader", "topic", t.Name, "partition", index, "err", err)
+	// A follower fetches again when its leader re-registered (perhaps at
+	// another endpoint).
+	leaderMoved := p.Leader >= 0 && oldImg.Brokers[p.Leader] != img.Brokers[p.Leader]
+	changed := old == nil || !ok || old.LeaderEpoch != p.LeaderEpoch || old.Leader != p.Leader || old.PartitionEpoch != p.PartitionEpoch
+	state := replica.State{Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, Replicas: p.Replicas, ISR: p.ISR}
+	switch {
+	case p.Leader == b.nodeID:
+		if changed {
+			b.fetchers.unfollow(r)
+			if err := r.BecomeLeader(state); err != nil {
+				b.logger.Error("becoming leader", "topic", t.Name, "partition", index, "err", err)
+			}
+		}
+	case changed || leaderMoved:
+		// A follower, of p.Leader or (-1) of no one until the controller
+		// elects one: it stops answering as leader, and fetches from the
+		// leader's endpoint on the inter-broker listener.
+		r.BecomeFollower(state)
+		if p.Leader < 0 {
+			b.fetchers.unfollow(r)
+			return
+		}
+		leader := img.Brokers[p.Leader]
+		if leader == nil {
+			b.logger.Warn("following a leader that is not registered", "topic", t.Name, "partition", index, "leader", p.Leader)
+			b.fetchers.unfollow(r)
+			return
+		}
+		ep := leader.Endpoint(b.interBroker.Name)
+		if err := b.fetchers.follow(r, t.ID, p.Leader, net.JoinHostPort(ep.Host, strconv.Itoa(int(ep.Port)))); err != nil {
+			b.logger.Error("following the leader", "topic", t.Name, "partition", index, "leader", p.Leader, "err", err)
 		}
 	}
 }
@@ -105,12 +136,13 @@ func (b *Broker) removeTopic(t *metadata.Topic) {
 	for i := range t.Partitions {
 		key := tp{t.Name, int32(i)}
 		b.partitionsMu.Lock()
-		_, ok := b.partitions[key]
+		r, ok := b.partitions[key]
 		delete(b.partitions, key)
 		b.partitionsMu.Unlock()
 		if !ok {
 			continue
 		}
+		b.fetchers.unfollow(r)
 		if err := b.logs.Delete(t.Name, int32(i)); err != nil {
 			b.logger.Error("deleting partition", "topic", t.Name, "partition", i, "err", err)
 		}
