@@ -2,6 +2,7 @@ package storage
 
 import (
 	"fmt"
+	"path/filepath"
 	"runtime"
 	"time"
 
@@ -123,6 +124,11 @@ func (l *Log) flushLocked() error {
 	if syncDir {
 		if err := vfs.SyncDir(l.fs, dir); err != nil {
 			return l.fail("syncing directory", err)
+		}
+	}
+	if l.unflushedParent.Swap(false) {
+		if err := vfs.SyncDir(l.fs, filepath.Dir(filepath.Clean(dir))); err != nil {
+			return l.fail("syncing the data directory", err)
 		}
 	}
 	if target > recoveryPoint {

@@ -78,13 +78,16 @@ type Log struct {
 	commitDone *sync.Cond
 	committing bool
 
-	mu        sync.RWMutex
-	dir       string
-	segments  []*segment // by base offset; the last is active; replaced, never edited in place
-	epochs    epochCache
-	snapshots []int64 // offsets of snapshot files, ascending
-	closed    bool
-	deleted   bool // by the Manager: the directory was renamed *-delete
+	mu       sync.RWMutex
+	dir      string
+	segments []*segment // by base offset; the last is active; replaced, never edited in place
+	epochs   epochCache
+	// epochsDirty is set when the cache holds an entry its file does not
+	// (assigned on an empty log); the next append writes the file first.
+	epochsDirty bool
+	snapshots   []int64 // offsets of snapshot files, ascending
+	closed      bool
+	deleted     bool // by the Manager: the directory was renamed *-delete
 
 	logEndOffset   atomic.Int64
 	logStartOffset atomic.Int64 // written under mu and appendMu
@@ -93,9 +96,13 @@ type Log struct {
 	lastSyncNanos  atomic.Int64 // how long the last flush's fsyncs took
 	fsyncRounds    atomic.Int64 // flushes that synced, for group-commit figures
 	unflushedDir   atomic.Bool  // files were created in dir since its last sync
-	retentionBound atomic.Int64 // see SetRetentionBound
-	highWatermark  atomic.Int64 // see SetHighWatermark; -1 when unknown
-	offline        atomic.Pointer[error]
+	// unflushedParent is set for a directory created since the parent's
+	// last sync: the next flush syncs the parent too, so the directory of
+	// a partition survives a crash once it holds durable data.
+	unflushedParent atomic.Bool
+	retentionBound  atomic.Int64 // see SetRetentionBound
+	highWatermark   atomic.Int64 // see SetHighWatermark; -1 when unknown
+	offline         atomic.Pointer[error]
 
 	// The log cleaner's state (see Clean). cleanerCheckpoint is the offset
 	// cleaning has deduplicated up to; truncations counts truncations, so
@@ -163,9 +170,7 @@ func OpenLog(fs vfs.FS, dir string, cfg Config, opts LogOptions) (*Log, error) {
 		if err := fs.MkdirAll(dir, 0o755); err != nil {
 			return nil, err
 		}
-		if err := vfs.SyncDir(fs, filepath.Dir(filepath.Clean(dir))); err != nil {
-			return nil, err
-		}
+		l.unflushedParent.Store(true)
 	}
 	if err := l.load(opts); err != nil {
 		for _, s := range l.segments {
@@ -374,13 +379,25 @@ func (l *Log) AssignEpoch(epoch int32, startOffset int64) error {
 	if err := l.writable(); err != nil {
 		return err
 	}
+	if l.logEndOffset.Load() == l.logStartOffset.Load() {
+		// An empty log (a partition just created, or one a new leader
+		// takes over before any data): the entry matters only once data
+		// follows it, and the first append writes the file before its
+		// data. Creating a thousand partitions then costs no fsync here.
+		l.mu.Lock()
+		if l.epochs.assign(epoch, startOffset) {
+			l.epochsDirty = true
+		}
+		l.mu.Unlock()
+		return nil
+	}
 	return l.assignEpochLocked(epoch, startOffset)
 }
 
 // assignEpochLocked updates the cache and its file. l.appendMu must be held.
 func (l *Log) assignEpochLocked(epoch int32, startOffset int64) error {
 	l.mu.Lock()
-	changed := l.epochs.assign(epoch, startOffset)
+	changed := l.epochs.assign(epoch, startOffset) || l.epochsDirty
 	l.mu.Unlock()
 	if !changed {
 		return nil
@@ -392,10 +409,11 @@ func (l *Log) assignEpochLocked(epoch int32, startOffset int64) error {
 // held. A failure takes the log offline: the cache on disk would disagree
 // with the log.
 func (l *Log) writeEpochsLocked() error {
-	l.mu.RLock()
+	l.mu.Lock()
 	data := l.epochs.encode()
 	dir := l.dir
-	l.mu.RUnlock()
+	l.epochsDirty = false
+	l.mu.Unlock()
 	if err := vfs.WriteFileAtomic(l.fs, filepath.Join(dir, LeaderEpochCheckpointFile), data); err != nil {
 		return l.fail("writing leader-epoch-checkpoint", err)
 	}

@@ -508,10 +508,9 @@ func (m *Manager) GetOrCreate(topic string, partition int32, cfg Config) (*Log, 
 	if err != nil {
 		return nil, err
 	}
-	if err := vfs.SyncDir(m.fs, m.dir); err != nil {
-		l.Close()
-		return nil, err
-	}
+	// The new directory is synced into the data directory by the log's
+	// first flush (unflushedParent): an empty partition a crash forgets
+	// loses nothing, and creating many partitions costs no fsync each.
 	m.logs[tp] = l
 	m.logger.Info("created log", "topic", topic, "partition", partition)
 	return l, nil
