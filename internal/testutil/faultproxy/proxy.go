@@ -18,6 +18,11 @@
 // arrive. With several connections that order depends on scheduling, so a
 // run is reproducible in its rate of faults, not in their exact positions.
 //
+// With Options.ForgeRate the proxy commits the fault no correct broker may:
+// it answers some Produce requests itself, with success, and never
+// forwards them (see forge.go). That is a broker that acknowledges writes
+// and loses them, for tests of checkers that must notice.
+//
 // The broker must advertise the proxy's address (advertised.listeners), or
 // clients would follow the metadata to the broker directly.
 package faultproxy
@@ -53,6 +58,10 @@ type Options struct {
 	// APIKeys are the requests whose responses may be dropped; Produce
 	// only when empty.
 	APIKeys []int16
+	// ForgeRate is the probability, in [0, 1], that a Produce request
+	// (acks 1 or all) is not forwarded but answered by the proxy with
+	// success, at offsets the broker already gave other records (forge.go).
+	ForgeRate float64
 }
 
 // Proxy forwards connections from its listener to a target address. It is
@@ -71,6 +80,9 @@ type Proxy struct {
 	eligible atomic.Int64 // eligible responses seen
 	dropped  atomic.Int64 // eligible responses dropped
 	wg       sync.WaitGroup
+
+	forging bool // ForgeRate > 0: requests are parsed and responses ordered
+	forge   forgeState
 }
 
 // Listen starts a proxy on a free loopback port. Connections accepted
@@ -78,6 +90,9 @@ type Proxy struct {
 func Listen(opts Options) (*Proxy, error) {
 	if opts.DropRate < 0 || opts.DropRate > 1 {
 		return nil, fmt.Errorf("faultproxy: drop rate %v outside [0, 1]", opts.DropRate)
+	}
+	if opts.ForgeRate < 0 || opts.ForgeRate > 1 {
+		return nil, fmt.Errorf("faultproxy: forge rate %v outside [0, 1]", opts.ForgeRate)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -93,6 +108,8 @@ func Listen(opts Options) (*Proxy, error) {
 		rng:      rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x9e3779b97f4a7c15)),
 		dropRate: opts.DropRate,
 		links:    map[*link]struct{}{},
+		forging:  opts.ForgeRate > 0,
+		forge:    forgeState{rate: opts.ForgeRate, lastBase: map[topicPartition]int64{}},
 	}
 	p.wg.Add(1)
 	go p.accept()
@@ -163,6 +180,12 @@ type link struct {
 
 	mu      sync.Mutex
 	pending map[int32]int16
+	// When forging: the requests awaiting a response, in order, forged
+	// responses among them; and the versions of the Produce requests
+	// forwarded, by correlation id. Writes to client hold mu, so that
+	// forged and forwarded responses go out in request order.
+	queue           []queued
+	produceVersions map[int32]int16
 }
 
 func (l *link) close() {
@@ -181,7 +204,7 @@ func (p *Proxy) serve(client net.Conn, target string) {
 		client.Close()
 		return
 	}
-	l := &link{client: client, broker: broker, pending: map[int32]int16{}}
+	l := &link{client: client, broker: broker, pending: map[int32]int16{}, produceVersions: map[int32]int16{}}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -218,6 +241,15 @@ func (p *Proxy) requests(l *link) {
 			return
 		}
 		key := int16(binary.BigEndian.Uint16(frame[4:]))
+		if p.forging {
+			answered, err := p.forgeOrQueue(l, key, frame)
+			if err != nil {
+				return
+			}
+			if answered {
+				continue
+			}
+		}
 		if slices.Contains(p.apiKeys, key) {
 			// Produce with acks=0 gets no response and leaves its id
 			// here; ids are per connection and the map goes with it.
@@ -244,8 +276,17 @@ func (p *Proxy) responses(l *link) {
 		_, eligible := l.pending[id]
 		delete(l.pending, id)
 		l.mu.Unlock()
+		if p.forging {
+			p.learn(l, id, frame)
+		}
 		if eligible && p.drop() {
 			return
+		}
+		if p.forging {
+			if err := p.respondInOrder(l, id, frame); err != nil {
+				return
+			}
+			continue
 		}
 		if _, err := l.client.Write(frame); err != nil {
 			return
