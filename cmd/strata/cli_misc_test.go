@@ -30,6 +30,7 @@ func TestBrokerDown(t *testing.T) {
 		{"group", "delete", "g"},
 		{"cluster", "info"},
 		{"bench", "produce", "--records", "10"},
+		{"verify", "--records", "10"},
 	} {
 		start := time.Now()
 		r := cli(t, "a\n", append(args, "--brokers", addr)...)

@@ -36,5 +36,6 @@ func rootCommand() *cobra.Command {
 	root.AddCommand(groupCommand())
 	root.AddCommand(clusterCommand())
 	root.AddCommand(benchCommand())
+	root.AddCommand(verifyCommand())
 	return root
 }

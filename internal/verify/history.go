@@ -1,0 +1,124 @@
+package verify
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+)
+
+// History is everything a run observed, in the form Check reads and
+// `--history` writes. Times are nanoseconds since the run started.
+type History struct {
+	// Run is the run's id; every value sent starts with it.
+	Run               string `json:"run"`
+	Topic             string `json:"topic"`
+	Partitions        int32  `json:"partitions"`
+	ReplicationFactor int16  `json:"replication_factor"`
+	// Sends are the records produced, each with its outcome.
+	Sends []Send `json:"sends"`
+	// Consumers are the consumers' logs, the final read's last.
+	Consumers []Consumer `json:"consumers"`
+	// Final is, per partition, what the final read set out to read and
+	// whether it got there.
+	Final []FinalRead `json:"final"`
+	// Warnings are what kept the run from finishing its work (no final
+	// read, say), for the report.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Send is one record a producer sent and what became of it: acknowledged
+// (Acked, with the Offset the acknowledgement reported), failed (Error), or
+// never answered (neither).
+type Send struct {
+	Producer  int    `json:"producer"`
+	Seq       int64  `json:"seq"`
+	Partition int32  `json:"partition"`
+	Value     string `json:"value"`
+	SentNanos int64  `json:"sent_ns"`
+	Acked     bool   `json:"acked"`
+	// Offset is the acknowledged offset; -1 unless Acked.
+	Offset      int64  `json:"offset"`
+	AnswerNanos int64  `json:"answer_ns,omitempty"`
+	Error       string `json:"error,omitempty"`
+}
+
+// Consumer kinds.
+const (
+	KindAssigned = "assigned" // partitions assigned directly, read from the start
+	KindGroup    = "group"    // a member of the run's consumer group
+	KindFinal    = "final"    // the read of everything after producing stopped
+)
+
+// Consumer is one consumer's events, in the order it saw them.
+type Consumer struct {
+	Name   string  `json:"name"`
+	Kind   string  `json:"kind"`
+	Events []Event `json:"events"`
+}
+
+// Event types.
+const (
+	EventPoll     = "poll"     // a record read: Partition, Offset, Value
+	EventAssigned = "assigned" // Partitions were assigned (a new assignment starts)
+	EventRevoked  = "revoked"  // Partitions were revoked or lost
+	EventError    = "error"    // a fetch failed: Partition, Error
+)
+
+// Event is one thing a consumer saw.
+type Event struct {
+	Type       string  `json:"type"`
+	Nanos      int64   `json:"t_ns"`
+	Partition  int32   `json:"partition"`
+	Offset     int64   `json:"offset"`
+	Value      string  `json:"value,omitempty"`
+	Partitions []int32 `json:"partitions,omitempty"`
+	Error      string  `json:"error,omitempty"`
+}
+
+// FinalRead is what the final read did with one partition: it read from
+// Start (the log start offset then) towards End (the end offset once
+// producing had stopped), and Reached says whether it got to End.
+type FinalRead struct {
+	Partition int32 `json:"partition"`
+	Start     int64 `json:"start"`
+	End       int64 `json:"end"`
+	Reached   bool  `json:"reached"`
+}
+
+// Value is the record value of a producer's record seq in run: it
+// identifies the record across the whole history.
+func Value(run string, producer int, seq int64) string {
+	return fmt.Sprintf("%s-p%d-%d", run, producer, seq)
+}
+
+// WriteJSON writes the history as one JSON document.
+func (h *History) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	return enc.Encode(h)
+}
+
+// WriteFile writes the history as JSON to path.
+func (h *History) WriteFile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("verify: writing the history: %w", err)
+	}
+	if err := h.WriteJSON(f); err != nil {
+		f.Close()
+		return fmt.Errorf("verify: writing the history to %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("verify: writing the history to %s: %w", path, err)
+	}
+	return nil
+}
+
+// ReadHistory reads a history written by WriteJSON.
+func ReadHistory(r io.Reader) (*History, error) {
+	var h History
+	if err := json.NewDecoder(r).Decode(&h); err != nil {
+		return nil, fmt.Errorf("verify: reading a history: %w", err)
+	}
+	return &h, nil
+}

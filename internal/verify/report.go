@@ -1,0 +1,48 @@
+package verify
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+)
+
+// WriteText writes the result for people: totals, a table of anomaly
+// counts, a few examples of each anomaly found, and the verdict.
+func (r *Result) WriteText(w io.Writer) error {
+	st := r.Stats
+	fmt.Fprintf(w, "topic %s\n", r.Topic)
+	fmt.Fprintf(w, "sent %d: %d acknowledged, %d failed, %d unanswered\n", st.Sent, st.Acknowledged, st.Failed, st.Unanswered)
+	fmt.Fprintf(w, "read %d records (%d distinct); %d indeterminate, %d unread, %d fetch errors\n", st.Polled, st.Distinct, st.Indeterminate, st.Unread, st.FetchErrors)
+	fmt.Fprintf(w, "longest wait for an acknowledgement: %.1f ms\n\n", st.LongestAckGapMillis)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ANOMALY\tCOUNT")
+	for _, a := range r.Anomalies {
+		fmt.Fprintf(tw, "%s\t%d\n", a.Kind, a.Count)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, a := range r.Anomalies {
+		if a.Count == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s (%d", a.Kind, a.Count)
+		if a.Count > len(a.Examples) {
+			fmt.Fprintf(w, ", first %d shown", len(a.Examples))
+		}
+		fmt.Fprintln(w, "):")
+		for _, ex := range a.Examples {
+			fmt.Fprintf(w, "  %s\n", ex.Text)
+		}
+	}
+	fmt.Fprintln(w)
+	for _, warning := range r.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", warning)
+	}
+	if r.Valid {
+		_, err := fmt.Fprintln(w, "VALID: no anomalies")
+		return err
+	}
+	_, err := fmt.Fprintf(w, "INVALID: %s\n", r.Summary())
+	return err
+}
