@@ -32,10 +32,12 @@ const MaxExamples = 5
 // Result is Check's verdict.
 type Result struct {
 	// Valid is true when no anomaly was found.
-	Valid     bool      `json:"valid"`
-	Topic     string    `json:"topic"`
-	Stats     Stats     `json:"stats"`
-	Anomalies []Anomaly `json:"anomalies"`
+	Valid             bool      `json:"valid"`
+	Topic             string    `json:"topic"`
+	Partitions        int32     `json:"partitions"`
+	ReplicationFactor int16     `json:"replication_factor"`
+	Stats             Stats     `json:"stats"`
+	Anomalies         []Anomaly `json:"anomalies"`
 	// Warnings are the history's, and what went wrong after the check.
 	Warnings []string `json:"warnings,omitempty"`
 }
@@ -176,7 +178,7 @@ func Check(h *History) *Result {
 	for _, k := range Kinds {
 		c.found[k] = &Anomaly{Kind: k}
 	}
-	res := &Result{Topic: h.Topic, Warnings: slices.Clone(h.Warnings)}
+	res := &Result{Topic: h.Topic, Partitions: h.Partitions, ReplicationFactor: h.ReplicationFactor, Warnings: slices.Clone(h.Warnings)}
 	for i := range h.Sends {
 		s := &h.Sends[i]
 		c.sendOf[s.Value] = s

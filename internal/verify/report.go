@@ -10,7 +10,7 @@ import (
 // counts, a few examples of each anomaly found, and the verdict.
 func (r *Result) WriteText(w io.Writer) error {
 	st := r.Stats
-	fmt.Fprintf(w, "topic %s\n", r.Topic)
+	fmt.Fprintf(w, "topic %s: %d partitions, replication factor %d\n", r.Topic, r.Partitions, r.ReplicationFactor)
 	fmt.Fprintf(w, "sent %d: %d acknowledged, %d failed, %d unanswered\n", st.Sent, st.Acknowledged, st.Failed, st.Unanswered)
 	fmt.Fprintf(w, "read %d records (%d distinct); %d indeterminate, %d unread, %d fetch errors\n", st.Polled, st.Distinct, st.Indeterminate, st.Unread, st.FetchErrors)
 	fmt.Fprintf(w, "longest wait for an acknowledgement: %.1f ms\n\n", st.LongestAckGapMillis)
