@@ -266,23 +266,32 @@ func recordAt(b []byte, p int, r *walkedRecord) (int, error) {
 		return 0, varintError(p)
 	}
 	offsetDelta := int32(uint32(u)>>1) ^ -int32(u&1)
-	var lengths [2]int32 // the key's, the value's
-	var at [2]int
-	for i := range lengths {
-		if p < end && body[p] < 0x80 {
-			u, p = uint64(body[p]), p+1
-		} else if p+1 < end && body[p+1] < 0x80 {
-			u, p = uint64(body[p]&0x7F)|uint64(body[p+1])<<7, p+2
-		} else if u, p = uvarintSlow(body, p, 5); p < 0 {
-			return 0, varintError(p)
-		}
-		n := int32(uint32(u)>>1) ^ -int32(u&1)
-		if n < -1 || int(n) > end-p {
-			return 0, fieldError(n)
-		}
-		lengths[i], at[i] = n, p
-		p += max(int(n), 0)
+	// The key, then the value: written out twice, so that each has its
+	// own branches to predict.
+	if p < end && body[p] < 0x80 {
+		u, p = uint64(body[p]), p+1
+	} else if p+1 < end && body[p+1] < 0x80 {
+		u, p = uint64(body[p]&0x7F)|uint64(body[p+1])<<7, p+2
+	} else if u, p = uvarintSlow(body, p, 5); p < 0 {
+		return 0, varintError(p)
 	}
+	keyLength, keyAt := int32(uint32(u)>>1)^-int32(u&1), p
+	if keyLength < -1 || int(keyLength) > end-p {
+		return 0, fieldError(keyLength)
+	}
+	p += max(int(keyLength), 0)
+	if p < end && body[p] < 0x80 {
+		u, p = uint64(body[p]), p+1
+	} else if p+1 < end && body[p+1] < 0x80 {
+		u, p = uint64(body[p]&0x7F)|uint64(body[p+1])<<7, p+2
+	} else if u, p = uvarintSlow(body, p, 5); p < 0 {
+		return 0, varintError(p)
+	}
+	valueLength, valueAt := int32(uint32(u)>>1)^-int32(u&1), p
+	if valueLength < -1 || int(valueLength) > end-p {
+		return 0, fieldError(valueLength)
+	}
+	p += max(int(valueLength), 0)
 	if p < end && body[p] < 0x80 {
 		u, p = uint64(body[p]), p+1
 	} else if u, p = uvarintSlow(body, p, 5); p < 0 {
@@ -306,11 +315,10 @@ func recordAt(b []byte, p int, r *walkedRecord) (int, error) {
 	if p != end {
 		return 0, fmt.Errorf("%w: length %d, fields take %d", errRecordOverrun, length, p-(end-int(length)))
 	}
-	*r = walkedRecord{
-		start: int64(start), end: int64(end), tsStart: int64(tsStart), tsEnd: int64(tsEnd),
-		keyAt: int64(at[0]), valueAt: int64(at[1]),
-		TimestampDelta: tsDelta, OffsetDelta: offsetDelta, KeyLength: lengths[0], ValueLength: lengths[1],
-	}
+	// Field by field: a composite literal would be built, then copied.
+	r.start, r.end, r.tsStart, r.tsEnd = int64(start), int64(end), int64(tsStart), int64(tsEnd)
+	r.keyAt, r.valueAt = int64(keyAt), int64(valueAt)
+	r.TimestampDelta, r.OffsetDelta, r.KeyLength, r.ValueLength = tsDelta, offsetDelta, keyLength, valueLength
 	return end, nil
 }
 
