@@ -13,7 +13,7 @@ import (
 
 // BenchmarkValidateProduced measures the validator alone on a batch of
 // 100 records of 100 random lowercase letters, compressed as franz-go
-// compresses. b.N is records.
+// compresses, and on an uncompressed batch of 9,000. b.N is records.
 func BenchmarkValidateProduced(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	recs := make([]record.Rec, 100)
@@ -32,11 +32,16 @@ func BenchmarkValidateProduced(b *testing.B) {
 	w.Write(section)
 	w.Close()
 	enc, _ := zstd.NewWriter(nil, zstd.WithWindowSize(64<<10), zstd.WithEncoderConcurrency(1), zstd.WithZeroFrames(true))
+	var big []record.Rec
+	for range 90 {
+		big = append(big, recs...)
+	}
 	for _, c := range []struct {
 		name  string
 		batch []byte
 	}{
 		{"none", plain},
+		{"none-9000", record.Build(nil, big)}, // a batch as franz-go fills it, about 1 MB
 		{"lz4", func() []byte { h := h; h.Attributes = record.CodecLz4; return record.AppendBatch(nil, &h, lz.Bytes()) }()},
 		{"zstd", func() []byte {
 			h := h
@@ -47,7 +52,8 @@ func BenchmarkValidateProduced(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(100)
-			for i := 0; i < b.N; i += 100 {
+			h, _ := record.ParseHeader(c.batch)
+			for i := 0; i < b.N; i += int(h.NumRecords) {
 				if _, err := record.ValidateProduced(c.batch, record.ValidateOptions{MaxMessageBytes: 1 << 20}); err != nil {
 					b.Fatal(err)
 				}

@@ -115,20 +115,50 @@ func validateProducedBatch(b []byte, opts *ValidateOptions) (Header, error) {
 	if size > len(b) {
 		return h, fmt.Errorf("%w: batch of %d bytes, %d present", ErrShort, size, len(b))
 	}
+	if h.Codec() == CodecNone && size > crcChunk {
+		// A large uncompressed batch: its CRC is computed chunk by chunk
+		// as the walk passes, while the bytes are in the cache, rather
+		// than in a pass of its own. A batch that fails its CRC is
+		// ErrCRC whatever else is wrong with it, as when the CRC comes
+		// first.
+		crc := crc32.Update(0, castagnoli, b[offAttributes:HeaderSize])
+		err = checkProducedHeader(&h, opts)
+		if err == nil {
+			_, err = walkBatch(b[:size], &h, true, opts, nil, &crc)
+		} else {
+			crc = crc32.Update(crc, castagnoli, b[HeaderSize:size])
+		}
+		if crc != h.CRC {
+			return h, fmt.Errorf("%w: stored %08x, computed %08x", ErrCRC, h.CRC, crc)
+		}
+		return h, err
+	}
 	if crc := crc32.Checksum(b[offAttributes:size], castagnoli); crc != h.CRC {
 		return h, fmt.Errorf("%w: stored %08x, computed %08x", ErrCRC, h.CRC, crc)
 	}
+	if err := checkProducedHeader(&h, opts); err != nil {
+		return h, err
+	}
+	_, err = walkBatch(b[:size], &h, true, opts, nil, nil)
+	return h, err
+}
+
+// crcChunk is how much of a large uncompressed batch the walk passes
+// between updates of its CRC.
+const crcChunk = 32 << 10
+
+// checkProducedHeader applies ValidateProduced's rules on the header.
+func checkProducedHeader(h *Header, opts *ValidateOptions) error {
 	if h.Codec() > CodecZstd {
-		return h, fmt.Errorf("%w: %d", ErrCodec, h.Codec())
+		return fmt.Errorf("%w: %d", ErrCodec, h.Codec())
 	}
 	if h.NumRecords < 1 || int64(h.NumRecords) != int64(h.LastOffsetDelta)+1 {
-		return h, fmt.Errorf("%w: %d records, last offset delta %d", ErrRecordCount, h.NumRecords, h.LastOffsetDelta)
+		return fmt.Errorf("%w: %d records, last offset delta %d", ErrRecordCount, h.NumRecords, h.LastOffsetDelta)
 	}
 	if h.IsControl() && !opts.AllowControl {
-		return h, ErrControl
+		return ErrControl
 	}
-	_, err = walkBatch(b[:size], &h, true, opts, nil)
-	return h, err
+	return nil
 }
 
 // ScanStored reads the records of a batch from the log (whole, its header
@@ -146,20 +176,20 @@ func ScanStored(batch []byte, h *Header, maxMessageBytes int, budget *Budget, fn
 		return 0, ErrShort
 	}
 	opts := ValidateOptions{MaxMessageBytes: maxMessageBytes, Budget: budget}
-	return walkBatch(batch[:h.Size()], h, false, &opts, fn)
+	return walkBatch(batch[:h.Size()], h, false, &opts, fn, nil)
 }
 
 // errStopped ends a walk that fn stopped.
 var errStopped = errors.New("stopped")
 
 // walkBatch reads every record of batch, whose header is h. produced
-// selects ValidateProduced's rules, else ScanStored's.
-func walkBatch(batch []byte, h *Header, produced bool, opts *ValidateOptions, fn func(offset, timestamp int64) bool) (int64, error) {
+// selects ValidateProduced's rules, else ScanStored's. When crc is set
+// (uncompressed batches only), the records section's bytes are added to
+// it as the walk passes them, and all of them however the walk ends.
+func walkBatch(batch []byte, h *Header, produced bool, opts *ValidateOptions, fn func(offset, timestamp int64) bool, crc *uint32) (int64, error) {
 	var w walker
 	section := batch[HeaderSize:]
-	if h.Codec() == CodecNone {
-		w.inMemory(section)
-	} else {
+	if h.Codec() != CodecNone {
 		budget := opts.Budget
 		if budget == nil {
 			budget = DefaultBudget
@@ -171,8 +201,22 @@ func walkBatch(batch []byte, h *Header, produced bool, opts *ValidateOptions, fn
 		}
 		defer d.close(0)
 		w.streamed(d, limit, d.window)
+		return w.walk(h, produced, opts.RequireKeys, fn)
 	}
-	err := walkRecords(&w, h, produced, opts.RequireKeys, fn)
+	w.inMemory(section)
+	if crc == nil {
+		return w.walk(h, produced, opts.RequireKeys, fn)
+	}
+	w.crc, w.crcOn = *crc, true
+	n, err := w.walk(h, produced, opts.RequireKeys, fn)
+	*crc = crc32.Update(w.crc, castagnoli, section[w.crcDone:])
+	return n, err
+}
+
+// walk reads every record, then checks nothing follows the last, and
+// returns the section's size.
+func (w *walker) walk(h *Header, produced, requireKeys bool, fn func(offset, timestamp int64) bool) (int64, error) {
+	err := walkRecords(w, h, produced, requireKeys, fn)
 	if errors.Is(err, errStopped) {
 		return 0, nil
 	}

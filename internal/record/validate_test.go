@@ -305,3 +305,31 @@ func checkReadable(t *testing.T, batch []byte) {
 		t.Fatalf("ScanRecords: %v", err)
 	}
 }
+
+// TestLargeBatchCRC: a batch large enough that its CRC is computed as the
+// walk passes is accepted when whole, refused with ErrCRC when a byte is
+// changed anywhere (even where the walk then fails), and refused naming
+// the record when a record is malformed under a valid CRC.
+func TestLargeBatchCRC(t *testing.T) {
+	good := rt.Batch(record.CodecNone, rt.Records(1000, bytes.Repeat([]byte("v"), 100)), rt.N(1000, ts0))
+	if len(good) < 64<<10 {
+		t.Fatalf("a batch of %d bytes is not large", len(good))
+	}
+	if _, err := record.ValidateProduced(good, record.ValidateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, at := range []int{30, record.HeaderSize + 5, len(good) / 2, len(good) - 1} {
+		bad := bytes.Clone(good)
+		bad[at] ^= 0xff
+		if _, err := record.ValidateProduced(bad, record.ValidateOptions{}); !errors.Is(err, record.ErrCRC) {
+			t.Errorf("byte %d changed: %v, want a CRC mismatch", at, err)
+		}
+	}
+	section := rt.Records(1000, bytes.Repeat([]byte("v"), 100))
+	section = append(section, rt.Fields{Length: -3}.Encode(nil)...) // record 1000 malformed
+	bad := rt.Batch(record.CodecNone, section, rt.N(1001, ts0))
+	var re *record.RecordError
+	if _, err := record.ValidateProduced(bad, record.ValidateOptions{}); !errors.As(err, &re) || re.Index != 1000 {
+		t.Fatalf("malformed record 1000 under a valid CRC: %v", err)
+	}
+}

@@ -3,6 +3,7 @@ package record
 import (
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 )
 
@@ -51,6 +52,11 @@ type walker struct {
 	limit  int64 // most bytes src may yield
 	eof    bool
 	err    error // the source's failure (ErrDecompress), which ends the walk
+
+	// In memory only: the CRC of buf[:crcDone], when crcOn.
+	crc     uint32
+	crcDone int
+	crcOn   bool
 }
 
 // inMemory starts a walk over records.
@@ -194,6 +200,10 @@ func (w *walker) next(r *walkedRecord) error {
 			return err
 		}
 		w.pos = end
+		if w.crcOn && end-w.crcDone >= crcChunk {
+			w.crc = crc32.Update(w.crc, castagnoli, w.buf[w.crcDone:end])
+			w.crcDone = end
+		}
 		return nil
 	}
 	if len(w.buf)-w.pos < 5 {
