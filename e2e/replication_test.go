@@ -14,8 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-io/strata/internal/testutil/poll"
 )
@@ -300,4 +302,71 @@ func TestISRShrinkAndExpand(t *testing.T) {
 	if len(got) != 3 || string(got[0].Value) != "behind" || string(got[1].Value) != "leader only" || string(got[2].Value) != "accepted" {
 		t.Fatalf("read back %d records", len(got))
 	}
+}
+
+// TestCommittedOffsetsSurviveCoordinatorKill commits a group's offsets,
+// kills the group coordinator's node (SIGKILL) and reads them back through
+// another: with offsets.topic.replication.factor=3 the new leader of the
+// group's __consumer_offsets partition coordinates it with every commit
+// that was acknowledged.
+func TestCommittedOffsetsSurviveCoordinatorKill(t *testing.T) {
+	c := startCluster(t, 3, replicatedSets...)
+	c.createReplicated(1, "orders", 4)
+	c.waitInSync(1, "orders", 4)
+	ctx := ctxTimeout(t, 90*time.Second)
+	adm := kadm.NewClient(client(t, c.nodes[1].addr, kgo.SeedBrokers(c.seeds()...)))
+	var offsets kadm.Offsets
+	for round := range 20 {
+		offsets = kadm.Offsets{}
+		for p := int32(0); p < 4; p++ {
+			offsets.Add(kadm.Offset{Topic: "orders", Partition: p, At: int64(100*round) + int64(p), LeaderEpoch: -1})
+		}
+		resp, err := adm.CommitOffsets(ctx, "billing", offsets)
+		if err == nil {
+			err = resp.Error()
+		}
+		if err != nil {
+			t.Fatalf("commit %d: %v", round, err)
+		}
+	}
+	coord := adm.FindGroupCoordinators(ctx, "billing")["billing"]
+	if coord.Err != nil {
+		t.Fatalf("finding the coordinator: %v", coord.Err)
+	}
+	coordinator := coord.NodeID
+	c.nodes[coordinator].kill()
+	survivor := c.alive(coordinator)
+	asker := client(t, c.nodes[survivor].addr)
+	poll.UntilStatus(t, 60*time.Second, "the committed offsets through a new coordinator", func() (bool, string) {
+		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		// The coordinator as the survivor names it, asked directly.
+		find := kmsg.NewPtrFindCoordinatorRequest()
+		find.CoordinatorKey = "billing"
+		find.CoordinatorKeys = []string{"billing"}
+		found, err := find.RequestWith(fctx, asker)
+		if err != nil {
+			return false, err.Error()
+		}
+		node, code := found.NodeID, found.ErrorCode
+		if len(found.Coordinators) == 1 {
+			node, code = found.Coordinators[0].NodeID, found.Coordinators[0].ErrorCode
+		}
+		if code != 0 || node == coordinator || c.nodes[node] == nil {
+			return false, fmt.Sprintf("coordinator %d, error %d", node, code)
+		}
+		got, err := kadm.NewClient(client(t, c.nodes[node].addr)).FetchOffsets(fctx, "billing")
+		if err != nil || got.Error() != nil {
+			return false, fmt.Sprint(err, got.Error())
+		}
+		for p := int32(0); p < 4; p++ {
+			o, ok := got.Lookup("orders", p)
+			want, _ := offsets.Lookup("orders", p)
+			if !ok || o.At != want.At {
+				return false, fmt.Sprintf("partition %d at %d, want %d", p, o.At, want.At)
+			}
+		}
+		return true, ""
+	})
+	c.nodes[coordinator].restart()
 }

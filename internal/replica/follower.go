@@ -61,10 +61,7 @@ type Position struct {
 func (p *Partition) FetchPosition() Position {
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
-	last, ok := p.log.LatestEpoch()
-	if !ok {
-		last = -1
-	}
+	last := lastBatchEpoch(p.log.Epochs(), p.log.LogEndOffset())
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return Position{Leader: p.tracker.leaderID, LeaderEpoch: p.tracker.leaderEpoch,
@@ -75,6 +72,20 @@ func (p *Partition) FetchPosition() Position {
 			// may count records that never reached the disk, which the
 			// leader would take as replicated.
 			p.log.Offline() == nil}
+}
+
+// lastBatchEpoch is the epoch of the log's last batch, or -1: the latest
+// epoch that starts below the log end offset. An epoch this replica led
+// without writing anything starts at the log end; the next leader may
+// never have had it, and a fetch naming it would be told, at every fetch,
+// that the logs diverged where they do not.
+func lastBatchEpoch(epochs []storage.EpochEntry, logEnd int64) int32 {
+	for i := len(epochs) - 1; i >= 0; i-- {
+		if epochs[i].StartOffset < logEnd {
+			return epochs[i].Epoch
+		}
+	}
+	return -1
 }
 
 // ErrNotFollower is returned by a follower's operation on a replica that

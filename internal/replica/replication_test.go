@@ -304,3 +304,42 @@ func TestFollowerBehindLeaderLogStart(t *testing.T) {
 		t.Fatalf("b holds [%d, %d), want [4, 12)", b.log.LogStartOffset(), b.log.LogEndOffset())
 	}
 }
+
+// TestFollowerWithAnEmptyEpoch brings back, as a follower, a replica that
+// led an epoch in which it wrote nothing before it died: its epoch cache
+// ends with that empty epoch, which the new leader never had. It fetches
+// with the epoch of its last batch, so it catches up instead of being told
+// forever that its log diverged at its own end.
+func TestFollowerWithAnEmptyEpoch(t *testing.T) {
+	a, b := newNode(t, 1, 1), newNode(t, 2, 1)
+	both := []int32{1, 2}
+	if err := a.p.BecomeLeader(state(1, 1, 0, both, both)); err != nil {
+		t.Fatal(err)
+	}
+	b.p.BecomeFollower(state(1, 1, 0, both, both))
+	if _, err := a.p.AppendAsLeader(batch(4, -1, 0), 1); err != nil {
+		t.Fatal(err)
+	}
+	fetchOnce(t, a, b)
+	fetchOnce(t, a, b)
+	// a leads epoch 2 and writes nothing; b is elected at epoch 3.
+	if err := a.p.BecomeLeader(state(1, 2, 1, both, both)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.p.BecomeLeader(state(2, 3, 2, both, []int32{2})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.p.AppendAsLeader(batch(3, -1, 0), 1); err != nil {
+		t.Fatal(err)
+	}
+	a.p.BecomeFollower(state(2, 3, 2, both, []int32{2}))
+	if pos := a.p.FetchPosition(); pos.LastFetchedEpoch != 1 {
+		t.Fatalf("fetching with last epoch %d, want 1, the epoch of the last batch", pos.LastFetchedEpoch)
+	}
+	for range 3 {
+		fetchOnce(t, b, a)
+	}
+	if a.log.LogEndOffset() != 7 || !bytes.Equal(logBytes(t, a.log), logBytes(t, b.log)) {
+		t.Fatalf("a did not catch up: ends at %d", a.log.LogEndOffset())
+	}
+}
