@@ -105,7 +105,7 @@ func (o offsetsPartition) Append(ctx context.Context, batch []byte) error {
 }
 
 func (o offsetsPartition) ReadBatches(from int64, fn func(batch []byte) bool) error {
-	return storageError(o.p.ReadCommitted(from, fn))
+	return storageError(o.p.ReadForLoad(from, fn))
 }
 
 // applyCoordinator loads or unloads the coordinator's partitions as the

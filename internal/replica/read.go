@@ -204,19 +204,23 @@ func (p *Partition) DeleteRecordsBefore(offset int64) (int64, error) {
 	return p.log.DeleteRecordsBefore(offset)
 }
 
-// ReadCommitted calls fn with every batch from the one holding offset from
-// (or the log start) up to the high watermark, in order, until fn returns
-// false: for the group coordinator loading __consumer_offsets. batch is
-// only valid during the call. It does not check leadership: the caller
-// loads what it was told it leads.
-func (p *Partition) ReadCommitted(from int64, fn func(batch []byte) bool) error {
+// ReadForLoad calls fn with every batch from the one holding offset from
+// (or the log start) up to the log end offset, in order, until fn returns
+// false: for the group coordinator loading __consumer_offsets, which, as
+// Kafka's GroupMetadataManager, reads its partition to the log end. A
+// leader's log is the partition's from its election on, and a new
+// leader's high watermark may not have reached the commits its
+// predecessor acknowledged yet: loading only to it would forget them.
+// batch is only valid during the call. It does not check leadership: the
+// caller loads what it was told it leads.
+func (p *Partition) ReadForLoad(from int64, fn func(batch []byte) bool) error {
 	from = max(from, p.log.LogStartOffset())
-	hw := p.HighWatermark()
-	if from >= hw {
+	end := p.log.LogEndOffset()
+	if from >= end {
 		return nil
 	}
 	return outOfRange(p.log.ReadBatches(from, 0, func(h record.Header, batch []byte) bool {
-		if h.BaseOffset >= hw {
+		if h.BaseOffset >= end {
 			return false
 		}
 		return fn(batch)
