@@ -2,12 +2,15 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func TestClusterInfo(t *testing.T) {
@@ -79,5 +82,63 @@ func TestHealthProblems(t *testing.T) {
 	}
 	if n, problems := healthProblems(kadm.Metadata{Controller: 1}); n != 0 || len(problems) != 0 {
 		t.Fatalf("empty healthy cluster: %d, %q", n, problems)
+	}
+}
+
+// TestQuorumView covers what three Strata nodes do not show: an answer in
+// Kafka's shape (the leader's timestamps -1, observers, a lagging
+// follower), and an answer with no leader.
+func TestQuorumView(t *testing.T) {
+	rs := func(id int32, leo, fetch, caughtUp int64) kmsg.DescribeQuorumResponseTopicPartitionReplicaState {
+		r := kmsg.NewDescribeQuorumResponseTopicPartitionReplicaState()
+		r.ReplicaID, r.LogEndOffset, r.LastFetchTimestamp, r.LastCaughtUpTimestamp = id, leo, fetch, caughtUp
+		return r
+	}
+	now := time.UnixMilli(1_000_000)
+	p := kmsg.NewDescribeQuorumResponseTopicPartition()
+	p.LeaderID, p.LeaderEpoch, p.HighWatermark = 3002, 7, 100
+	p.CurrentVoters = append(p.CurrentVoters, rs(3001, 90, 999_000, 990_000), rs(3002, 100, -1, -1), rs(3000, 100, 999_900, 999_900))
+	p.Observers = append(p.Observers, rs(2, 100, 999_950, 999_950), rs(1, 40, 999_950, 900_000))
+	v, err := newQuorumView(&p, map[int32][]string{3002: {"CONTROLLER://c2:9093"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range v.Replicas {
+		got = append(got, fmt.Sprintf("%d %d %s", r.NodeID, r.Lag, r.Status))
+	}
+	if want := []string{"3002 0 Leader", "3000 0 Follower", "3001 10 Follower", "1 60 Observer", "2 0 Observer"}; !slices.Equal(got, want) {
+		t.Fatalf("rows %q, want %q", got, want)
+	}
+	s := v.status("c")
+	// The leader's last caught-up time is unknown (-1, as Kafka reports
+	// it): the lag in time is unknown too.
+	if s.MaxFollowerLag != 10 || s.MaxFollowerLagTimeMs != -1 || len(s.CurrentVoters) != 3 || len(s.CurrentObservers) != 2 {
+		t.Fatalf("status %+v", s)
+	}
+	var out strings.Builder
+	if err := writeQuorumStatus(&out, s); err != nil {
+		t.Fatal(err)
+	}
+	if want := `CurrentVoters:          [{"id": 3000}, {"id": 3001}, {"id": 3002, "endpoints": ["CONTROLLER://c2:9093"]}]` + "\n" +
+		`CurrentObservers:       [{"id": 1}, {"id": 2}]` + "\n"; !strings.HasSuffix(out.String(), want) {
+		t.Fatalf("status text:\n%s\nwant it to end with\n%s", out.String(), want)
+	}
+	// The leader gives no clock: problems are judged by ours. 3001 was
+	// heard from 1 s ago, and is behind; 3000 is fine.
+	if problems := quorumProblems(v, nil, 500*time.Millisecond, now); !slices.Equal(problems,
+		[]string{"controller 3001: the quorum's leader 3002 has not heard from it for 1s"}) {
+		t.Fatalf("problems %q", problems)
+	}
+	if problems := quorumProblems(v, nil, 5*time.Second, now); !slices.Equal(problems,
+		[]string{"controller 3001 is 10 offsets behind the quorum's leader 3002"}) {
+		t.Fatalf("problems %q", problems)
+	}
+	p.LeaderID = -1
+	if _, err := newQuorumView(&p, nil); !errors.Is(err, errNoQuorumLeader) {
+		t.Fatalf("no leader: %v", err)
+	}
+	if problems := quorumProblems(quorumView{}, errNoQuorumLeader, time.Second, now); len(problems) != 1 || !strings.Contains(problems[0], "no leader") {
+		t.Fatalf("problems %q", problems)
 	}
 }
