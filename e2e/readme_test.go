@@ -15,15 +15,19 @@ import (
 )
 
 // tourBlocks returns the shell blocks of the README's five-minute tour.
-func tourBlocks(t *testing.T) [][]string {
+func tourBlocks(t *testing.T) [][]string { return readmeBlocks(t, "## A five-minute tour") }
+
+// readmeBlocks returns the shell blocks of the README section under
+// heading, each as its lines without blanks and comments.
+func readmeBlocks(t *testing.T, heading string) [][]string {
 	data, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	readme := string(data)
-	start := strings.Index(readme, "## A five-minute tour")
+	start := strings.Index(readme, heading+"\n")
 	if start < 0 {
-		t.Fatal("README.md has no five-minute tour")
+		t.Fatalf("README.md has no %q", heading)
 	}
 	section := readme[start:]
 	if end := strings.Index(section[3:], "\n## "); end >= 0 {
@@ -33,6 +37,7 @@ func tourBlocks(t *testing.T) [][]string {
 	var cur []string
 	in := false
 	sc := bufio.NewScanner(strings.NewReader(section))
+	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
 		switch {

@@ -287,12 +287,16 @@ func describeTopics(ctx context.Context, o *clientOptions, adm *kadm.Client, top
 			return nil, err
 		}
 	}
+	// A partition without a leader (its only replica's broker is down)
+	// has no offsets to list: kadm answers the others and a shard error
+	// for it, and the partition is shown with -1 and its leader -1.
+	var shardErrs *kadm.ShardErrors
 	starts, err := adm.ListStartOffsets(ctx, topics...)
-	if err != nil {
+	if err != nil && !errors.As(err, &shardErrs) {
 		return nil, o.requestError("listing log start offsets", err)
 	}
 	ends, err := adm.ListEndOffsets(ctx, topics...)
-	if err != nil {
+	if err != nil && !errors.As(err, &shardErrs) {
 		return nil, o.requestError("listing high watermarks", err)
 	}
 	configs, err := adm.DescribeTopicConfigs(ctx, topics...)
