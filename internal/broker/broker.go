@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -536,6 +537,11 @@ func (b *Broker) Metrics() *metrics.Broker { return b.metrics }
 // live reports whether the broker can still write: a log taken offline by
 // an I/O error makes it unhealthy.
 func (b *Broker) live() error {
+	if b.controller != nil {
+		if err := b.controller.Err(); err != nil {
+			return err
+		}
+	}
 	b.partitionsMu.RLock()
 	defer b.partitionsMu.RUnlock()
 	for key, p := range b.partitions {
@@ -613,13 +619,7 @@ func (b *Broker) Close() error {
 	}
 	// Followers stop fetching before their logs close.
 	b.fetchers.close()
-	b.partitionsMu.RLock()
-	for _, p := range b.partitions {
-		if err := p.SnapshotProducers(); err != nil {
-			b.logger.Warn("writing producer snapshot", "topic", p.Topic, "partition", p.Index, "err", err)
-		}
-	}
-	b.partitionsMu.RUnlock()
+	b.snapshotProducers()
 	b.ctrl.close()
 	b.controller.Close()
 	if b.quorum != nil {
@@ -637,6 +637,33 @@ func (b *Broker) Close() error {
 	err := b.logs.Close()
 	b.logger.Info("broker stopped", "duration", time.Since(start).Round(time.Millisecond), "err", err)
 	return err
+}
+
+// snapshotProducers writes every hosted partition's producer state at its
+// log end, so the next start replays nothing; a few at a time, as each
+// snapshot is an fsync.
+func (b *Broker) snapshotProducers() {
+	b.partitionsMu.RLock()
+	parts := slices.Collect(maps.Values(b.partitions))
+	b.partitionsMu.RUnlock()
+	work := make(chan *replica.Partition)
+	var wg sync.WaitGroup
+	for range min(8, len(parts)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for p := range work {
+				if err := p.SnapshotProducers(); err != nil {
+					b.logger.Warn("writing producer snapshot", "topic", p.Topic, "partition", p.Index, "err", err)
+				}
+			}
+		}()
+	}
+	for _, p := range parts {
+		work <- p
+	}
+	close(work)
+	wg.Wait()
 }
 
 // partition returns the local replica of a partition.

@@ -155,6 +155,13 @@ func (b *Broker) removeTopic(t *metadata.Topic) {
 // owns: topics deleted while this broker was down, or whose deletion a crash
 // interrupted.
 func (b *Broker) removeStrayLogs(img *metadata.Image) {
+	// Only by the metadata of the cluster this directory belongs to: an
+	// image of another (or of a new) cluster says nothing of these logs.
+	if props, err := readMetaProperties(b.dir); err == nil && props["cluster.id"] != "" && props["cluster.id"] != img.ClusterID {
+		b.logger.Warn("not deleting partitions no topic owns: the metadata is of another cluster than this directory's",
+			"cluster.id", img.ClusterID, "meta.properties", props["cluster.id"])
+		return
+	}
 	for _, l := range b.logs.Logs() {
 		if l.Topic() == controller.MetadataTopic {
 			continue

@@ -12,7 +12,7 @@ import (
 func (c *Controller) RegisterBroker(ctx context.Context, reg Registration) (int64, error) {
 	var epoch int64
 	_, err := c.propose(ctx, func(img *metadata.Image) ([]metadata.Record, error) {
-		records, e, err := planRegister(img, c.live, reg, c.cfg.Now())
+		records, e, err := planRegister(img, c.live, reg, c.cfg.Now(), c.cfg.NodeID)
 		epoch = e
 		return records, err
 	})

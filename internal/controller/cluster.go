@@ -49,8 +49,10 @@ type Registration struct {
 // metadata log. A retry of the same incarnation gets the same epoch and
 // commits nothing; a new incarnation of a node whose session is still live
 // is refused (DUPLICATE_BROKER_REGISTRATION), so two processes with one
-// node id cannot both run.
-func planRegister(img *metadata.Image, live *liveness, reg Registration, now time.Time) ([]metadata.Record, int64, error) {
+// node id cannot both run, unless the node is self, the active
+// controller's own: the process that runs this controller is the only one
+// with that id, so its old incarnation is gone (a single node restarting).
+func planRegister(img *metadata.Image, live *liveness, reg Registration, now time.Time, self int32) ([]metadata.Record, int64, error) {
 	if len(reg.Listeners) == 0 {
 		return nil, -1, fmt.Errorf("%w: a broker registration without listeners", kerr.InvalidRequest)
 	}
@@ -59,7 +61,7 @@ func planRegister(img *metadata.Image, live *liveness, reg Registration, now tim
 		live.lastSeen[reg.NodeID] = now
 		return nil, old.Epoch, nil
 	}
-	if ok && old.IncarnationID != reg.IncarnationID && !old.Fenced && live.alive(reg.NodeID, now) {
+	if ok && old.IncarnationID != reg.IncarnationID && !old.Fenced && live.alive(reg.NodeID, now) && reg.NodeID != self {
 		return nil, -1, fmt.Errorf("%w: node %d is registered by another live process (incarnation %s)", kerr.DuplicateBrokerRegistration, reg.NodeID, old.IncarnationID)
 	}
 	var epoch int64 = 1

@@ -23,7 +23,7 @@ import (
 //	heartbeat id=N epoch=E offset=O [shutdown] [fence]
 //	tick advance=D                      advance the clock, fence expired sessions
 //	alter topic=T partition=P leader=N epoch=E pepoch=P isr=1,2 [broker-epoch=E]
-//	controller-failover                 forget heartbeat times (a new active controller)
+//	controller-failover [on=N]          forget heartbeat times (a new active controller, on node N)
 //	show                                brokers and partitions
 //
 // Each command prints the records it commits (applied to the image) and its
@@ -33,6 +33,7 @@ type clusterScript struct {
 	live *liveness
 	now  time.Time
 	uuid map[string]metadata.UUID
+	self int32 // the active controller's node id
 }
 
 func TestClusterScripts(t *testing.T) {
@@ -41,7 +42,7 @@ func TestClusterScripts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := &clusterScript{img: img, live: newLiveness(9 * time.Second),
+		s := &clusterScript{img: img, live: newLiveness(9 * time.Second), self: -1,
 			now: time.Unix(1_700_000_000, 0), uuid: map[string]metadata.UUID{}}
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string { return s.run(t, d) })
 	})
@@ -77,7 +78,7 @@ func (s *clusterScript) run(t *testing.T, d *datadriven.TestData) string {
 		}
 		reg.IncarnationID = s.uuid[inc]
 		var epoch int64
-		records, epoch, err = planRegister(s.img, s.live, reg, s.now)
+		records, epoch, err = planRegister(s.img, s.live, reg, s.now, s.self)
 		answer = fmt.Sprintf("epoch=%d", epoch)
 	case "heartbeat":
 		hb := Heartbeat{NodeID: int32(intArg(t, d, "id")), Epoch: int64(intArg(t, d, "epoch")), MetadataOffset: int64(intArg(t, d, "offset")),
@@ -106,6 +107,9 @@ func (s *clusterScript) run(t *testing.T, d *datadriven.TestData) string {
 		answer = fmt.Sprintf("leader=%d leader-epoch=%d partition-epoch=%d isr=%v", res.Leader, res.LeaderEpoch, res.PartitionEpoch, res.ISR)
 	case "controller-failover":
 		s.live = newLiveness(s.live.sessionTimeout)
+		if d.HasArg("on") {
+			s.self = int32(intArg(t, d, "on"))
+		}
 	case "show":
 		return s.show()
 	default:

@@ -139,6 +139,8 @@ type Controller struct {
 	// on (and deletes partitions by) an image older than what it acted on
 	// before a restart. -1 until known.
 	caughtUpAt int64
+	// failed is set when the applier stopped at corrupt metadata.
+	failed error
 	// waiters are proposals waiting to be applied, by sequence.
 	waiters map[uint64]chan proposalResult
 	// changed is closed and replaced whenever any of the above moves, so
@@ -281,8 +283,11 @@ func (c *Controller) Leader() (leader int32, active bool) {
 func (c *Controller) waitCaughtUp(ctx context.Context) error {
 	for {
 		c.waitMu.Lock()
-		ok, changed := c.caughtUpAt >= 0 && c.published.Offset >= c.caughtUpAt, c.changed
+		ok, changed, failed := c.caughtUpAt >= 0 && c.published.Offset >= c.caughtUpAt, c.changed, c.failed
 		c.waitMu.Unlock()
+		if failed != nil {
+			return failed
+		}
 		if ok {
 			return nil
 		}
@@ -308,10 +313,13 @@ func (c *Controller) Quorum() (leader int32, active bool, term uint64) {
 func (c *Controller) WaitActive(ctx context.Context) error {
 	for {
 		c.waitMu.Lock()
-		active, changed := c.activeTerm != 0, c.changed
+		active, changed, failed := c.activeTerm != 0, c.changed, c.failed
 		c.waitMu.Unlock()
 		if active {
 			return nil
+		}
+		if failed != nil {
+			return failed
 		}
 		select {
 		case <-changed:
@@ -322,6 +330,11 @@ func (c *Controller) WaitActive(ctx context.Context) error {
 		}
 	}
 }
+
+// ErrCorrupt is returned once the committed metadata holds an entry that
+// does not decode or apply: the controller stops applying there, and the
+// node must not go on with the image it has.
+var ErrCorrupt = errors.New("controller: corrupt metadata")
 
 var (
 	errStopped       = fmt.Errorf("%w: the controller is shutting down", kerr.NotController)
@@ -418,10 +431,13 @@ func (c *Controller) dropWaiter(seq uint64) {
 func (c *Controller) waitPublished(ctx context.Context, offset int64) error {
 	for {
 		c.waitMu.Lock()
-		ok, changed := c.published.Offset >= offset, c.changed
+		ok, changed, failed := c.published.Offset >= offset, c.changed, c.failed
 		c.waitMu.Unlock()
 		if ok {
 			return nil
+		}
+		if failed != nil {
+			return failed
 		}
 		select {
 		case <-changed:
@@ -431,6 +447,22 @@ func (c *Controller) waitPublished(ctx context.Context, offset int64) error {
 			return errStopped
 		}
 	}
+}
+
+// failLocked stops applying: err is returned to every waiter, now and
+// later. c.waitMu must be held.
+func (c *Controller) failLocked(err error) {
+	c.failed = err
+	c.activeTerm = 0
+	c.logger.Error("metadata controller stopped", "err", err)
+	c.failWaitersLocked(err)
+}
+
+// Err returns why the controller stopped applying (ErrCorrupt), or nil.
+func (c *Controller) Err() error {
+	c.waitMu.Lock()
+	defer c.waitMu.Unlock()
+	return c.failed
 }
 
 // notifyLocked wakes everything waiting on c.changed. c.waitMu must be
@@ -480,6 +512,9 @@ func (c *Controller) apply(a quorum.Apply) {
 	defer c.signalPublisher()
 	defer c.notifyLocked()
 	self := c.cfg.NodeID
+	if c.failed != nil {
+		return
+	}
 	if c.activeTerm != 0 && (a.Leader != self || a.Term != c.activeTerm) {
 		c.logger.Info("no longer the active controller", "term", c.activeTerm, "leader", a.Leader, "new_term", a.Term)
 		c.activeTerm = 0
@@ -489,15 +524,17 @@ func (c *Controller) apply(a quorum.Apply) {
 	if a.Snapshot != nil {
 		img, err := decodeSnapshot(*a.Snapshot)
 		if err != nil {
-			// Every node decodes the same snapshot the same way: a
-			// snapshot this node cannot load means it cannot follow.
-			panic(fmt.Sprintf("controller: invariant: a snapshot from the leader does not load: %v", err))
+			c.failLocked(fmt.Errorf("%w: the snapshot at %d: %v", ErrCorrupt, a.Snapshot.Index, err))
+			return
 		}
 		c.logger.Info("metadata snapshot loaded", "index", a.Snapshot.Index, "topics", len(img.Topics))
 		c.applied = img
 		c.unsnapshotted = 0
 	}
 	for _, e := range a.Entries {
+		if c.failed != nil {
+			return
+		}
 		c.applyEntry(e, a, self)
 	}
 	if c.unsnapshotted >= c.cfg.SnapshotBytes {
@@ -532,10 +569,12 @@ func (c *Controller) applyEntry(e quorum.Entry, a quorum.Apply, self int32) {
 		img, err = c.applied.Apply(index, ent.Records...)
 	}
 	if err != nil {
-		// Every node skips the same entry, so their images stay equal.
-		// A broken entry is a bug of the proposer that wrote it.
-		c.logger.Error("skipping a committed metadata entry that does not apply", "offset", index, "err", err)
-		img = c.applied.WithOffset(index)
+		// A committed entry that does not decode or apply is corruption
+		// (or a proposer's bug): going on past it would build an image
+		// that is wrong, and the broker would act on it, deleting the
+		// partitions of topics it lost. Stop applying instead.
+		c.failLocked(fmt.Errorf("%w: entry %d: %v", ErrCorrupt, index, err))
+		return
 	}
 	c.applied = img
 	if p := ent.Proposer; p.NodeID == c.cfg.NodeID && p.Incarnation == c.incarnation {
@@ -589,10 +628,13 @@ func EncodeSnapshot(img *metadata.Image) ([]byte, error) {
 func (c *Controller) Bootstrap(ctx context.Context) error {
 	for {
 		c.waitMu.Lock()
-		id, active, changed := c.applied.ClusterID, c.activeTerm != 0, c.changed
+		id, active, changed, failed := c.applied.ClusterID, c.activeTerm != 0, c.changed, c.failed
 		c.waitMu.Unlock()
 		if id != "" {
 			return nil
+		}
+		if failed != nil {
+			return failed
 		}
 		if active {
 			_, err := c.propose(ctx, func(img *metadata.Image) ([]metadata.Record, error) {

@@ -322,3 +322,27 @@ func TestInactiveControllerRefusesEveryTopic(t *testing.T) {
 		}
 	}
 }
+
+// A committed entry that does not decode stops the controller: it does
+// not skip past it (an image built past it is wrong, and the broker would
+// delete partitions by it), and a restart refuses to open.
+func TestCorruptEntryStopsTheController(t *testing.T) {
+	fs := vfs.NewMem()
+	q := startQuorum(t, fs, "/data")
+	c := openTest(t, q, nil)
+	if err := q.node.Propose(context.Background(), []byte("not json")); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 10*time.Second, "the controller to stop", func() bool { return errors.Is(c.Err(), ErrCorrupt) })
+	res := c.CreateTopics(context.Background(), []TopicSpec{{Name: "after", NumPartitions: 1, ReplicationFactor: 1}}, false)
+	if res[0].Err == nil {
+		t.Fatal("a stopped controller created a topic")
+	}
+	c.Close()
+	q.close()
+
+	q = startQuorum(t, fs, "/data")
+	if _, err := Open(context.Background(), testConfig(), q.node, discard(), func(_, _ *metadata.Image) {}); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("reopening over a corrupt entry: %v, want ErrCorrupt", err)
+	}
+}

@@ -30,6 +30,9 @@ type Image struct {
 	Configs map[ConfigResource]map[string]string
 	// NextProducerID is the first producer id not yet reserved.
 	NextProducerID int64
+
+	// copied is set only inside Apply: the topics it copied so far.
+	copied map[UUID]bool
 }
 
 // ConfigResource names a topic or a broker (an empty broker name is the
@@ -105,11 +108,16 @@ func (img *Image) Apply(lastOffset int64, records ...Record) (*Image, error) {
 	next.Topics = maps.Clone(img.Topics)
 	next.TopicsByID = maps.Clone(img.TopicsByID)
 	next.Configs = maps.Clone(img.Configs)
+	// Topics this Apply already copied are its own to change: a batch
+	// creating a topic of 1,000 partitions copies it once, not per
+	// partition.
+	next.copied = map[UUID]bool{}
 	for i := range records {
 		if err := next.apply(&records[i], lastOffset); err != nil {
 			return nil, err
 		}
 	}
+	next.copied = nil
 	next.Offset = lastOffset
 	return &next, nil
 }
@@ -152,6 +160,7 @@ func (img *Image) apply(r *Record, offset int64) error {
 		t := &Topic{Name: r.Topic.Name, ID: r.Topic.ID}
 		img.Topics[t.Name] = t
 		img.TopicsByID[t.ID] = t
+		img.copied[t.ID] = true
 	case r.Partition != nil:
 		p := r.Partition
 		t, err := img.copyTopic(p.TopicID)
@@ -230,6 +239,10 @@ func (img *Image) copyTopic(id UUID) (*Topic, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: no topic %s", ErrInconsistent, id)
 	}
+	if img.copied[id] {
+		return old, nil
+	}
+	img.copied[id] = true
 	t := &Topic{Name: old.Name, ID: old.ID, Partitions: slices.Clone(old.Partitions)}
 	img.Topics[t.Name] = t
 	img.TopicsByID[t.ID] = t

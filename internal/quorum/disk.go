@@ -1,6 +1,7 @@
 package quorum
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -209,9 +210,10 @@ func decodeEntry(index int64, key, value []byte) (*pb.Entry, error) {
 		return nil, fmt.Errorf("entry %d: bad key %x", index, key)
 	}
 	typ := pb.EntryType(key[0])
-	data := value
-	if len(data) == 0 {
-		data = nil
+	// A copy: value aliases a read buffer that the next read reuses.
+	var data []byte
+	if len(value) > 0 {
+		data = bytes.Clone(value)
 	}
 	return &pb.Entry{Type: &typ, Term: new(binary.BigEndian.Uint64(key[1:])), Index: new(uint64(index)), Data: data}, nil
 }

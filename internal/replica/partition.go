@@ -277,8 +277,17 @@ func (p *Partition) Offline() error { return p.log.Offline() }
 // next start replays nothing (clean shutdown).
 func (p *Partition) SnapshotProducers() error {
 	p.appendMu.Lock()
-	data, end := p.producers.Snapshot(), p.log.LogEndOffset()
+	data, end, none := p.producers.Snapshot(), p.log.LogEndOffset(), len(p.producers.Producers()) == 0
 	p.appendMu.Unlock()
+	// As Kafka's takeSnapshot, only when the log moved since the last
+	// snapshot; and not at all for an empty log without producers, which
+	// has nothing for recovery to skip.
+	if offs := p.log.SnapshotOffsets(); len(offs) > 0 && offs[len(offs)-1] == end {
+		return nil
+	}
+	if none && end == p.log.LogStartOffset() {
+		return nil
+	}
 	return p.log.WriteSnapshot(end, data)
 }
 

@@ -70,9 +70,12 @@ func (c *Client) exchange(ctx context.Context, req kmsg.Request) (kmsg.Response,
 	if !ok {
 		deadline = time.Now().Add(time.Minute)
 	}
-	c.conn.SetDeadline(deadline)
-	// Closing the connection when ctx ends unblocks reads and writes.
-	stop := context.AfterFunc(ctx, func() { c.conn.SetDeadline(time.Unix(1, 0)) })
+	conn := c.conn
+	conn.SetDeadline(deadline)
+	// A deadline in the past when ctx ends unblocks reads and writes. The
+	// callback may still run after the exchange (and Request may have
+	// dropped c.conn by then), so it uses its own copy of the connection.
+	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 
 	c.correlation++
