@@ -514,3 +514,25 @@ func TestControllerCutOff(t *testing.T) {
 		t.Fatalf("%v active controllers after healing", a)
 	}
 }
+
+// TestControllerStopsCleanly: SIGTERM of the active controller hands the
+// quorum's leadership over before it stops, so a CreateTopics through a
+// survivor needs no election timeout to succeed.
+func TestControllerStopsCleanly(t *testing.T) {
+	c := startCluster(t, 3, "offsets.topic.replication.factor=1", "controller.quorum.election.timeout.ms=5000")
+	active := c.controller(1)
+	c.nodes[active].stop()
+	if !strings.Contains(c.nodes[active].logs.String(), "leadership handed over") {
+		t.Fatalf("node %d stopped without handing over the leadership:\n%s", active, c.nodes[active].logs)
+	}
+	survivor := active%3 + 1
+	// With a 5 s election timeout, an election after the old leader's
+	// silence would take 2.5-5 s; the handover needs none.
+	start := time.Now()
+	if err := c.createTopic(survivor, "after-stop", 1); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("a CreateTopics after the controller's clean stop took %v: no handover?", d)
+	}
+}

@@ -596,6 +596,16 @@ func (b *Broker) Close() error {
 		b.controlledShutdown(ctx)
 		cancel()
 	}
+	if b.quorum != nil && !b.cluster.Alone {
+		// Hand the quorum's leadership over before the voter stops: the
+		// others elect at once instead of after an election timeout.
+		timeout := 2 * time.Duration(b.cfg.Int("controller.quorum.election.timeout.ms")) * time.Millisecond
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		if err := b.quorum.TransferLeadership(ctx); err != nil {
+			b.logger.Warn("handing over the metadata quorum's leadership", "err", err)
+		}
+		cancel()
+	}
 	b.stopHeartbeats()
 	// Answer the waiting requests first: long polls with what they have,
 	// parked group requests with NOT_COORDINATOR (clients move on).

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -169,7 +170,7 @@ func (c *Controller) planTopic(img *metadata.Image, names map[string]string, spe
 		if int(rf) > len(brokers) {
 			return fail(fmt.Errorf("%w: replication factor %d is larger than the %d available brokers", kerr.InvalidReplicationFactor, rf, len(brokers)))
 		}
-		assignment = assignReplicas(brokers, int(n), int(rf), rand.IntN(len(brokers)))
+		assignment = placeReplicas(img, brokers, int(n), int(rf), rand.IntN(len(brokers)))
 	}
 	for key, value := range spec.Configs {
 		if value == nil {
@@ -236,6 +237,83 @@ func assignReplicas(brokers []int32, partitions, rf, start int) [][]int32 {
 		replicas := []int32{brokers[first]}
 		for j := 0; j < rf-1; j++ {
 			replicas = append(replicas, brokers[(first+1+(shift+j)%(n-1))%n])
+		}
+		out[p] = replicas
+	}
+	return out
+}
+
+// placeReplicas assigns replicas over the live brokers: rack-aware when
+// any of them has a broker.rack, else as assignReplicas.
+func placeReplicas(img *metadata.Image, brokers []int32, partitions, rf, start int) [][]int32 {
+	racks := map[int32]string{}
+	aware := false
+	for _, id := range brokers {
+		if b := img.Brokers[id]; b != nil && b.Rack != "" {
+			racks[id] = b.Rack
+			aware = true
+		}
+	}
+	if !aware {
+		return assignReplicas(brokers, partitions, rf, start)
+	}
+	return assignReplicasRackAware(rackAlternated(brokers, racks), racks, partitions, rf, start)
+}
+
+// rackAlternated orders brokers so that consecutive ones are on different
+// racks where possible: racks in name order, each rack's brokers in id
+// order, taking one broker of each rack in turn (Kafka's
+// getRackAlternatedBrokerList). A broker without a rack counts as the rack
+// "".
+func rackAlternated(brokers []int32, racks map[int32]string) []int32 {
+	byRack := map[string][]int32{}
+	for _, id := range brokers {
+		byRack[racks[id]] = append(byRack[racks[id]], id)
+	}
+	names := slices.Sorted(maps.Keys(byRack))
+	var out []int32
+	for i := 0; len(out) < len(brokers); i++ {
+		for _, r := range names {
+			if ids := byRack[r]; i < len(ids) {
+				out = append(out, ids[i])
+			}
+		}
+	}
+	return out
+}
+
+// assignReplicasRackAware is Kafka's rack-aware assignment: leaders
+// round-robin over the rack-alternated brokers from a start index; each
+// further replica is the next broker, by the same shifting as
+// assignReplicas, whose rack has no replica of the partition yet (once
+// every rack has one, any broker without one).
+func assignReplicasRackAware(arranged []int32, racks map[int32]string, partitions, rf, start int) [][]int32 {
+	n := len(arranged)
+	numRacks := len(slices.Compact(slices.Sorted(maps.Values(racks))))
+	if len(racks) < n {
+		numRacks++ // the brokers without a rack
+	}
+	out := make([][]int32, partitions)
+	shift := 0
+	for p := 0; p < partitions; p++ {
+		if p > 0 && p%n == 0 {
+			shift++
+		}
+		first := (start + p) % n
+		leader := arranged[first]
+		replicas := []int32{leader}
+		usedRacks := map[string]bool{racks[leader]: true}
+		used := map[int32]bool{leader: true}
+		for k := 0; len(replicas) < rf; k++ {
+			b := arranged[(first+1+(shift*numRacks+k)%(n-1))%n]
+			if (!usedRacks[racks[b]] || len(usedRacks) == numRacks) && (!used[b] || len(used) == n) {
+				if used[b] {
+					continue
+				}
+				replicas = append(replicas, b)
+				usedRacks[racks[b]] = true
+				used[b] = true
+			}
 		}
 		out[p] = replicas
 	}
@@ -375,7 +453,7 @@ func planPartitions(img *metadata.Image, spec PartitionsSpec) ([]metadata.Record
 		if rf > len(brokers) {
 			return nil, fmt.Errorf("%w: replication factor %d is larger than the %d available brokers", kerr.InvalidReplicationFactor, rf, len(brokers))
 		}
-		assignment = assignReplicas(brokers, int(count-have), rf, int(have)%len(brokers))
+		assignment = placeReplicas(img, brokers, int(count-have), rf, int(have)%len(brokers))
 	}
 	var records []metadata.Record
 	for i, replicas := range assignment {

@@ -62,3 +62,46 @@ func TestValidateTopicName(t *testing.T) {
 		}
 	}
 }
+
+func TestRackAwareAssignmentSpansRacks(t *testing.T) {
+	racks := map[int32]string{1: "a", 2: "a", 3: "b", 4: "b", 5: "c", 6: "c"}
+	brokers := []int32{1, 2, 3, 4, 5, 6}
+	arranged := rackAlternated(brokers, racks)
+	for i := 1; i < len(arranged); i++ {
+		if racks[arranged[i]] == racks[arranged[i-1]] {
+			t.Fatalf("rack-alternated order %v puts two of rack %s together", arranged, racks[arranged[i]])
+		}
+	}
+	for start := range 6 {
+		got := assignReplicasRackAware(arranged, racks, 60, 3, start)
+		leaders := map[int32]int{}
+		for p, replicas := range got {
+			seen := map[string]bool{}
+			for _, r := range replicas {
+				seen[racks[r]] = true
+			}
+			if len(replicas) != 3 || len(seen) != 3 {
+				t.Fatalf("start %d partition %d: %v spans racks %v", start, p, replicas, seen)
+			}
+			leaders[replicas[0]]++
+		}
+		for _, b := range brokers {
+			if leaders[b] != 10 {
+				t.Fatalf("start %d: broker %d leads %d of 60", start, b, leaders[b])
+			}
+		}
+	}
+	// More replicas than racks: every rack first, then any broker.
+	for _, replicas := range assignReplicasRackAware(arranged, racks, 12, 5, 0) {
+		seen := map[int32]bool{}
+		for _, r := range replicas {
+			if seen[r] {
+				t.Fatalf("broker %d twice in %v", r, replicas)
+			}
+			seen[r] = true
+		}
+		if len(replicas) != 5 {
+			t.Fatalf("%v", replicas)
+		}
+	}
+}

@@ -657,3 +657,45 @@ func nodeID(id uint64) int32 { return int32(id) - 1 }
 // commit index known then. Apply hands over the entries after the
 // snapshot, up to that commit index first.
 func (n *Node) Loaded() (Snapshot, uint64) { return n.loaded, n.loadedCommit }
+
+// TransferLeadership hands the leadership, if this node has it, to the
+// voter most caught up, and waits until another node leads or ctx ends. A
+// voter that stops cleanly does this first, so the quorum elects at once
+// rather than after an election timeout.
+func (n *Node) TransferLeadership(ctx context.Context) error {
+	st, err := n.Status(ctx)
+	if err != nil || st.Leader != n.cfg.NodeID || len(st.Voters) < 2 {
+		return err
+	}
+	var to int32 = -1
+	var best uint64
+	for _, v := range st.Voters {
+		if v.NodeID != n.cfg.NodeID && (to < 0 || v.Match > best) {
+			to, best = v.NodeID, v.Match
+		}
+	}
+	select {
+	case n.report <- func(rn *raft.RawNode) { rn.TransferLeader(raftID(to)) }:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-n.done:
+		return ErrStopped
+	}
+	for {
+		n.commitMu.Lock()
+		leading, moved := n.pubLeader, n.committed
+		n.commitMu.Unlock()
+		if !leading {
+			n.logger.Info("metadata quorum leadership handed over", "to", to)
+			return nil
+		}
+		select {
+		case <-moved:
+		case <-time.After(20 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-n.done:
+			return ErrStopped
+		}
+	}
+}
