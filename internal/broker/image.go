@@ -3,8 +3,10 @@ package broker
 import (
 	"maps"
 	"net"
+	"runtime"
 	"slices"
 	"strconv"
+	"sync"
 
 	"github.com/strata-io/strata/internal/controller"
 	"github.com/strata-io/strata/internal/metadata"
@@ -38,11 +40,12 @@ func (b *Broker) applyImage(old, img *metadata.Image) {
 	if defaultsChanged {
 		b.applySettings(b.resolveSettings(img))
 	}
+	opened := b.openPartitions(img)
 	for _, t := range img.Topics {
 		oldT := old.TopicsByID[t.ID]
 		configChanged := defaultsChanged || oldT == nil ||
 			!maps.Equal(old.TopicConfig(t.Name), img.TopicConfig(t.Name))
-		values := b.topicConfig(img, t.Name)
+		var settings *replica.Settings // resolved once per topic, when needed
 		for i := range t.Partitions {
 			p := &t.Partitions[i]
 			if !slices.Contains(p.Replicas, b.nodeID) {
@@ -52,7 +55,12 @@ func (b *Broker) applyImage(old, img *metadata.Image) {
 			if oldT != nil && i < len(oldT.Partitions) {
 				oldP = &oldT.Partitions[i]
 			}
-			b.applyPartition(old, img, t, int32(i), p, oldP, values, configChanged)
+			key := tp{t.Name, int32(i)}
+			if settings == nil && (configChanged || opened[key]) {
+				s := b.replicaSettings(b.topicConfig(img, t.Name))
+				settings = &s
+			}
+			b.applyPartition(old, img, t, int32(i), p, oldP, settings, opened[key])
 		}
 	}
 	b.applyCoordinator(old, img)
@@ -61,36 +69,90 @@ func (b *Broker) applyImage(old, img *metadata.Image) {
 	}
 }
 
-// applyPartition opens a partition this broker hosts and applies its
-// configuration and its state in img: leader, or follower of the leader
-// (fetching from it), at the leader and partition epochs of img. oldImg
-// is the image before. b.imageMu must be held.
-func (b *Broker) applyPartition(oldImg, img *metadata.Image, t *metadata.Topic, index int32, p, old *metadata.Partition, values map[string]string, configChanged bool) {
+// openPartitions opens the replicas img gives this broker that it does
+// not have yet, several at a time (a restart opens thousands), and returns
+// which it opened. b.imageMu must be held.
+func (b *Broker) openPartitions(img *metadata.Image) map[tp]bool {
+	type job struct {
+		t     *metadata.Topic
+		index int32
+	}
+	var jobs []job
+	b.partitionsMu.RLock()
+	for _, t := range img.Topics {
+		for i := range t.Partitions {
+			if _, ok := b.partitions[tp{t.Name, int32(i)}]; !ok && slices.Contains(t.Partitions[i].Replicas, b.nodeID) {
+				jobs = append(jobs, job{t, int32(i)})
+			}
+		}
+	}
+	b.partitionsMu.RUnlock()
+	opened := make(map[tp]bool, len(jobs))
+	if len(jobs) == 0 {
+		return opened
+	}
+	configs := map[string]replica.Settings{} // by topic, resolved once
+	for _, j := range jobs {
+		if _, ok := configs[j.t.Name]; !ok {
+			configs[j.t.Name] = b.replicaSettings(b.topicConfig(img, j.t.Name))
+		}
+	}
+	var mu sync.Mutex
+	work := make(chan job)
+	var wg sync.WaitGroup
+	for range min(2*runtime.GOMAXPROCS(0), len(jobs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range work {
+				settings := configs[j.t.Name]
+				log, err := b.logs.GetOrCreate(j.t.Name, j.index, settings.Log)
+				if err != nil {
+					b.logger.Error("opening partition", "topic", j.t.Name, "partition", j.index, "err", err)
+					continue
+				}
+				r, err := replica.New(j.t.Name, j.index, log, settings, b.replicaOptions())
+				if err != nil {
+					b.logger.Error("opening partition", "topic", j.t.Name, "partition", j.index, "err", err)
+					continue
+				}
+				key := tp{j.t.Name, j.index}
+				b.partitionsMu.Lock()
+				b.partitions[key] = r
+				b.partitionsMu.Unlock()
+				mu.Lock()
+				opened[key] = true
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, j := range jobs {
+		work <- j
+	}
+	close(work)
+	wg.Wait()
+	return opened
+}
+
+// applyPartition applies the configuration (settings, when it changed or
+// the replica is newly opened) and the state in img of a partition this
+// broker hosts: leader, or follower of the leader (fetching from it), at
+// the leader and partition epochs of img. oldImg is the image before.
+// b.imageMu must be held.
+func (b *Broker) applyPartition(oldImg, img *metadata.Image, t *metadata.Topic, index int32, p, old *metadata.Partition, settings *replica.Settings, opened bool) {
 	key := tp{t.Name, index}
 	b.partitionsMu.RLock()
 	r, ok := b.partitions[key]
 	b.partitionsMu.RUnlock()
 	if !ok {
-		log, err := b.logs.GetOrCreate(t.Name, index, b.storageConfig(values))
-		if err != nil {
-			b.logger.Error("opening partition", "topic", t.Name, "partition", index, "err", err)
-			return
-		}
-		r, err = replica.New(t.Name, index, log, b.replicaSettings(values), b.replicaOptions())
-		if err != nil {
-			b.logger.Error("opening partition", "topic", t.Name, "partition", index, "err", err)
-			return
-		}
-		b.partitionsMu.Lock()
-		b.partitions[key] = r
-		b.partitionsMu.Unlock()
-		// A log opened from disk at start-up has the broker's defaults
-		// until now: give it its topic's configuration (compaction,
-		// retention and segment overrides).
-		configChanged = true
+		return // it failed to open, and said so
 	}
-	if configChanged {
-		if err := r.SetSettings(b.replicaSettings(values)); err != nil {
+	ok = !opened
+	if settings != nil {
+		// A log opened from disk at start-up has the broker's defaults
+		// until now: it gets its topic's configuration (compaction,
+		// retention and segment overrides) here.
+		if err := r.SetSettings(*settings); err != nil {
 			b.logger.Error("configuring partition", "topic", t.Name, "partition", index, "err", err)
 		}
 	}
