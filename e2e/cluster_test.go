@@ -44,6 +44,17 @@ func startCluster(t *testing.T, n int, sets ...string) *cluster {
 // ids 1 and up; the nodes with the controller role are the voters.
 func startClusterRoles(t *testing.T, roles []string, sets ...string) *cluster {
 	t.Helper()
+	return startClusterWith(t, roles, nil, sets...)
+}
+
+// nodeHook gives one node of a cluster being started more listeners and
+// settings than the others, knowing its client address.
+type nodeHook func(id int32, clientAddr string) (listeners, sets []string)
+
+// startClusterWith is startClusterRoles with a hook for each node (nil:
+// none).
+func startClusterWith(t *testing.T, roles []string, hook nodeHook, sets ...string) *cluster {
+	t.Helper()
 	n := len(roles)
 	c := &cluster{t: t, nodes: map[int32]*process{}}
 	t.Cleanup(func() {
@@ -74,6 +85,12 @@ func startClusterRoles(t *testing.T, roles []string, sets ...string) *cluster {
 		if strings.Contains(roles[i], "controller") {
 			listeners = append(listeners, "CONTROLLER://127.0.0.1:"+ports[i][1])
 		}
+		var extra []string
+		if hook != nil {
+			more, moreSets := hook(id, p.addr)
+			listeners = append(listeners, more...)
+			extra = flagsFor(moreSets)
+		}
 		p.args = append([]string{"serve",
 			"--set", "node.id=" + fmt.Sprint(id),
 			"--set", "process.roles=" + roles[i],
@@ -81,7 +98,7 @@ func startClusterRoles(t *testing.T, roles []string, sets ...string) *cluster {
 			"--set", "listeners=" + strings.Join(listeners, ","),
 			"--set", "controller.quorum.voters=" + strings.Join(voters, ","),
 			"--set", "strata.admin.listener=",
-		}, flagsFor(sets)...)
+		}, append(flagsFor(sets), extra...)...)
 		p.start()
 		t.Cleanup(p.kill)
 		c.nodes[id] = p
