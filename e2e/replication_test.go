@@ -143,11 +143,18 @@ func TestReplicationRF3(t *testing.T) {
 // converged, and compares their logs of each partition byte for byte.
 func (c *cluster) checkIdenticalLogs(topic string, partitions int32) {
 	c.t.Helper()
+	c.checkIdenticalLogsOn(topic, partitions, ids(len(c.nodes))...)
+}
+
+// checkIdenticalLogsOn is checkIdenticalLogs over the nodes that hold the
+// replicas (the first is the reference); it stops every node.
+func (c *cluster) checkIdenticalLogsOn(topic string, partitions int32, nodes ...int32) {
+	c.t.Helper()
 	// Converged: every replica's log ends where the leader's does.
 	poll.UntilStatus(c.t, 60*time.Second, "the replicas' logs to converge", func() (bool, string) {
 		for p := range partitions {
 			ends := map[int64]bool{}
-			for id := int32(1); int(id) <= len(c.nodes); id++ {
+			for _, id := range nodes {
 				ends[int64(len(logBytes(c.t, c.nodes[id].dir, topic, p)))] = true
 			}
 			if len(ends) != 1 {
@@ -159,14 +166,15 @@ func (c *cluster) checkIdenticalLogs(topic string, partitions int32) {
 	for id := int32(1); int(id) <= len(c.nodes); id++ {
 		c.nodes[id].stop()
 	}
+	first := nodes[0]
 	for p := range partitions {
-		want := logBytes(c.t, c.nodes[1].dir, topic, p)
+		want := logBytes(c.t, c.nodes[first].dir, topic, p)
 		if len(want) == 0 {
-			c.t.Fatalf("partition %d: node 1's log is empty", p)
+			c.t.Fatalf("partition %d: node %d's log is empty", p, first)
 		}
-		for id := int32(2); int(id) <= len(c.nodes); id++ {
+		for _, id := range nodes[1:] {
 			if got := logBytes(c.t, c.nodes[id].dir, topic, p); !bytes.Equal(got, want) {
-				c.t.Fatalf("partition %d: node %d's log (%d bytes) differs from node 1's (%d bytes)", p, id, len(got), len(want))
+				c.t.Fatalf("partition %d: node %d's log (%d bytes) differs from node %d's (%d bytes)", p, id, len(got), first, len(want))
 			}
 		}
 	}

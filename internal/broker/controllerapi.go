@@ -26,7 +26,8 @@ import (
 // BrokerRegistration, BrokerHeartbeat, AlterPartition, AllocateProducerIds,
 // DescribeQuorum, and the admin requests brokers forward for their clients
 // (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
-// IncrementalAlterConfigs). A voter that is not the active controller
+// IncrementalAlterConfigs, AlterPartitionReassignments,
+// ListPartitionReassignments). A voter that is not the active controller
 // answers them NOT_CONTROLLER, and the broker tries the leader the quorum
 // names.
 

@@ -194,6 +194,19 @@ func notController(resp kmsg.Response) bool {
 				return true
 			}
 		}
+	case *kmsg.AlterPartitionAssignmentsResponse:
+		if r.ErrorCode == nc {
+			return true
+		}
+		for _, t := range r.Topics {
+			for _, p := range t.Partitions {
+				if p.ErrorCode == nc {
+					return true
+				}
+			}
+		}
+	case *kmsg.ListPartitionReassignmentsResponse:
+		return r.ErrorCode == nc
 	case *kmsg.DescribeQuorumResponse:
 		if r.ErrorCode == nc {
 			return true
@@ -236,6 +249,10 @@ func requestTimeout(req kmsg.Request) time.Duration {
 	case *kmsg.DeleteTopicsRequest:
 		ms = r.TimeoutMillis
 	case *kmsg.CreatePartitionsRequest:
+		ms = r.TimeoutMillis
+	case *kmsg.AlterPartitionAssignmentsRequest:
+		ms = r.TimeoutMillis
+	case *kmsg.ListPartitionReassignmentsRequest:
 		ms = r.TimeoutMillis
 	}
 	if ms <= 0 {
@@ -295,6 +312,12 @@ func notControllerResponse(req kmsg.Request) kmsg.Response {
 		}
 	case *kmsg.DescribeQuorumRequest:
 		out := resp.(*kmsg.DescribeQuorumResponse)
+		out.ErrorCode, out.ErrorMessage = nc, msg()
+	case *kmsg.AlterPartitionAssignmentsRequest:
+		out := resp.(*kmsg.AlterPartitionAssignmentsResponse)
+		out.ErrorCode, out.ErrorMessage = nc, msg()
+	case *kmsg.ListPartitionReassignmentsRequest:
+		out := resp.(*kmsg.ListPartitionReassignmentsResponse)
 		out.ErrorCode, out.ErrorMessage = nc, msg()
 	}
 	return resp

@@ -64,6 +64,7 @@ func (b *Broker) applyImage(old, img *metadata.Image) {
 		}
 	}
 	b.applyCoordinator(old, img)
+	b.removeReassignedAway(img)
 	if old.Offset < 0 {
 		b.removeStrayLogs(img)
 	}
@@ -188,6 +189,43 @@ func (b *Broker) applyPartition(oldImg, img *metadata.Image, t *metadata.Topic, 
 		if err := b.fetchers.follow(r, t.ID, p.Leader, net.JoinHostPort(ep.Host, strconv.Itoa(int(ep.Port)))); err != nil {
 			b.logger.Error("following the leader", "topic", t.Name, "partition", index, "leader", p.Leader, "err", err)
 		}
+	}
+}
+
+// removeReassignedAway stops and deletes the replicas this broker hosts of
+// partitions that img no longer places on it (a reassignment moved them
+// away; Kafka's StopReplica with deletion): a leader stops leading first,
+// so the produces waiting on it fail with NOT_LEADER_OR_FOLLOWER and their
+// clients retry at the new leader. b.imageMu must be held.
+func (b *Broker) removeReassignedAway(img *metadata.Image) {
+	type gone struct {
+		key tp
+		r   *replica.Partition
+		p   *metadata.Partition
+	}
+	var stale []gone
+	b.partitionsMu.RLock()
+	for key, r := range b.partitions {
+		if key.topic == controller.MetadataTopic {
+			continue
+		}
+		if _, p, ok := img.Partition(key.topic, key.partition); ok && !slices.Contains(p.Replicas, b.nodeID) {
+			stale = append(stale, gone{key, r, p})
+		}
+	}
+	b.partitionsMu.RUnlock()
+	for _, g := range stale {
+		g.r.BecomeFollower(replica.State{Leader: g.p.Leader, LeaderEpoch: g.p.LeaderEpoch, PartitionEpoch: g.p.PartitionEpoch,
+			Replicas: g.p.Replicas, ISR: g.p.ISR})
+		b.fetchers.unfollow(g.r)
+		b.partitionsMu.Lock()
+		delete(b.partitions, g.key)
+		b.partitionsMu.Unlock()
+		if err := b.logs.Delete(g.key.topic, g.key.partition); err != nil {
+			b.logger.Error("deleting a reassigned partition", "topic", g.key.topic, "partition", g.key.partition, "err", err)
+			continue
+		}
+		b.logger.Info("partition moved away: replica deleted", "topic", g.key.topic, "partition", g.key.partition, "replicas", g.p.Replicas)
 	}
 }
 

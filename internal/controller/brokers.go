@@ -2,7 +2,10 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/strata-io/strata/internal/metadata"
 )
@@ -40,6 +43,12 @@ func (c *Controller) AlterPartition(ctx context.Context, req PartitionAlter) (Al
 		res = r
 		return records, err
 	})
+	if err == nil && res.Leader != req.Leader {
+		// The change completed a reassignment that removed the leader:
+		// committed, and the leader is told to learn its successor from
+		// the metadata, as Kafka's controller answers.
+		return res, fmt.Errorf("%w: the ISR change completed a reassignment; %d leads %s-%d now", kerr.NewLeaderElected, res.Leader, req.Topic, req.Partition)
+	}
 	return res, err
 }
 

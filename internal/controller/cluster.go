@@ -294,6 +294,10 @@ func planAlterPartition(img *metadata.Image, req PartitionAlter) ([]metadata.Rec
 		return nil, current, nil
 	}
 	isr := slices.Clone(req.NewISR)
+	if p.Reassigning() {
+		records, res := planReassigningISR(img, t, req.Partition, p, isr)
+		return records, res, nil
+	}
 	rec := metadata.Record{PartitionChange: &metadata.PartitionChangeRecord{TopicID: t.ID, Partition: req.Partition, ISR: isr}}
 	return []metadata.Record{rec}, AlterResult{Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch + 1, ISR: isr}, nil
 }

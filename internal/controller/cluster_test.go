@@ -42,10 +42,14 @@ func TestClusterScripts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := &clusterScript{img: img, live: newLiveness(9 * time.Second), self: -1,
-			now: time.Unix(1_700_000_000, 0), uuid: map[string]metadata.UUID{}}
+		s := newClusterScript(img)
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string { return s.run(t, d) })
 	})
+}
+
+func newClusterScript(img *metadata.Image) *clusterScript {
+	return &clusterScript{img: img, live: newLiveness(9 * time.Second), self: -1,
+		now: time.Unix(1_700_000_000, 0), uuid: map[string]metadata.UUID{}}
 }
 
 func (s *clusterScript) run(t *testing.T, d *datadriven.TestData) string {
@@ -174,6 +178,15 @@ func (s *clusterScript) describe(r metadata.Record) string {
 		if c.ISR != nil {
 			parts = append(parts, fmt.Sprintf("isr=%v", c.ISR))
 		}
+		if c.Replicas != nil {
+			parts = append(parts, fmt.Sprintf("replicas=%v", c.Replicas))
+		}
+		if c.AddingReplicas != nil {
+			parts = append(parts, fmt.Sprintf("adding=%v", *c.AddingReplicas))
+		}
+		if c.RemovingReplicas != nil {
+			parts = append(parts, fmt.Sprintf("removing=%v", *c.RemovingReplicas))
+		}
 		return fmt.Sprintf("change %s-%d %s", s.topicName(c.TopicID), c.Partition, strings.Join(parts, " "))
 	}
 	return fmt.Sprintf("%+v", r)
@@ -194,7 +207,11 @@ func (s *clusterScript) show() string {
 		fmt.Fprintf(&out, "broker %d epoch=%d fenced=%t shutting-down=%t\n", id, b.Epoch, b.Fenced, b.InControlledShutdown)
 	}
 	eachPartition(s.img, func(t *metadata.Topic, index int32, p *metadata.Partition) {
-		fmt.Fprintf(&out, "%s-%d leader=%d leader-epoch=%d partition-epoch=%d isr=%v\n", t.Name, index, p.Leader, p.LeaderEpoch, p.PartitionEpoch, p.ISR)
+		fmt.Fprintf(&out, "%s-%d leader=%d leader-epoch=%d partition-epoch=%d isr=%v", t.Name, index, p.Leader, p.LeaderEpoch, p.PartitionEpoch, p.ISR)
+		if p.Reassigning() {
+			fmt.Fprintf(&out, " replicas=%v adding=%v removing=%v", p.Replicas, p.AddingReplicas, p.RemovingReplicas)
+		}
+		out.WriteString("\n")
 	})
 	return out.String()
 }

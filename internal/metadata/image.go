@@ -86,6 +86,18 @@ type Partition struct {
 	Leader         int32 // -1 when there is none
 	LeaderEpoch    int32
 	PartitionEpoch int32
+	// AddingReplicas and RemovingReplicas are a reassignment in progress
+	// (KIP-455), both empty when there is none: Replicas then holds the
+	// target replicas followed by the removing ones, the adding replicas
+	// fetch until they join the ISR, and the controller then drops the
+	// removing ones.
+	AddingReplicas   []int32
+	RemovingReplicas []int32
+}
+
+// Reassigning reports whether a reassignment is in progress.
+func (p *Partition) Reassigning() bool {
+	return len(p.AddingReplicas) > 0 || len(p.RemovingReplicas) > 0
 }
 
 // Empty returns the image before any record.
@@ -173,6 +185,7 @@ func (img *Image) apply(r *Record, offset int64) error {
 		t.Partitions = append(t.Partitions, Partition{
 			Replicas: p.Replicas, ISR: p.ISR, Leader: p.Leader,
 			LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch,
+			AddingReplicas: p.AddingReplicas, RemovingReplicas: p.RemovingReplicas,
 		})
 	case r.PartitionChange != nil:
 		c := r.PartitionChange
@@ -193,6 +206,12 @@ func (img *Image) apply(r *Record, offset int64) error {
 		}
 		if c.Replicas != nil {
 			p.Replicas = c.Replicas
+		}
+		if c.AddingReplicas != nil {
+			p.AddingReplicas = nonEmpty(*c.AddingReplicas)
+		}
+		if c.RemovingReplicas != nil {
+			p.RemovingReplicas = nonEmpty(*c.RemovingReplicas)
 		}
 		p.PartitionEpoch++
 	case r.Config != nil:
@@ -229,6 +248,15 @@ func (img *Image) apply(r *Record, offset int64) error {
 		return fmt.Errorf("%w: empty record", ErrInconsistent)
 	}
 	return nil
+}
+
+// nonEmpty returns s, or nil when it is empty, so that "no reassignment"
+// has one representation.
+func nonEmpty(s []int32) []int32 {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
 }
 
 // copyTopic replaces the topic with a copy (with its own partitions slice)
@@ -310,6 +338,7 @@ func (img *Image) Records() []Record {
 			out = append(out, Record{Partition: &PartitionRecord{
 				TopicID: t.ID, Partition: int32(i), Replicas: p.Replicas, ISR: p.ISR, Leader: p.Leader,
 				LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch,
+				AddingReplicas: p.AddingReplicas, RemovingReplicas: p.RemovingReplicas,
 			}})
 		}
 	}

@@ -136,3 +136,41 @@ func TestRecordsRebuildTheImage(t *testing.T) {
 		t.Fatal("records of equal images differ")
 	}
 }
+
+// A reassignment's adding and removing replicas are set, survive a
+// snapshot, and are cleared by empty lists, not by records that leave them
+// out.
+func TestReassignmentReplicas(t *testing.T) {
+	id := NewUUID()
+	img := replay(t, Empty(),
+		Record{Topic: &TopicRecord{Name: "orders", ID: id}},
+		Record{Partition: &PartitionRecord{TopicID: id, Partition: 0, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}, Leader: 1}},
+		Record{PartitionChange: &PartitionChangeRecord{TopicID: id, Partition: 0, Replicas: []int32{2, 3, 4, 1},
+			AddingReplicas: &[]int32{4}, RemovingReplicas: &[]int32{1}}},
+		Record{PartitionChange: &PartitionChangeRecord{TopicID: id, Partition: 0, ISR: []int32{1, 2, 3, 4}}},
+	)
+	_, p, _ := img.Partition("orders", 0)
+	if !p.Reassigning() || !reflect.DeepEqual(p.AddingReplicas, []int32{4}) || !reflect.DeepEqual(p.RemovingReplicas, []int32{1}) {
+		t.Fatalf("during the reassignment: %+v", p)
+	}
+	data, err := json.Marshal(img.Records())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var decoded []Record
+	if err := json.Unmarshal(data, &decoded); err != nil {
+		t.Fatal(err)
+	}
+	rebuilt, err := Empty().Apply(img.Offset, decoded...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(rebuilt, img) {
+		t.Fatalf("rebuilt image differs:\n got %+v\nwant %+v", rebuilt, img)
+	}
+	done := replay(t, img, Record{PartitionChange: &PartitionChangeRecord{TopicID: id, Partition: 0, Replicas: []int32{2, 3, 4},
+		ISR: []int32{2, 3, 4}, AddingReplicas: &[]int32{}, RemovingReplicas: &[]int32{}}})
+	if _, p, _ := done.Partition("orders", 0); p.Reassigning() || p.AddingReplicas != nil || p.RemovingReplicas != nil {
+		t.Fatalf("after completion: %+v", p)
+	}
+}

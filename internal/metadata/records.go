@@ -106,6 +106,10 @@ type PartitionRecord struct {
 	Leader         int32   `json:"leader"`
 	LeaderEpoch    int32   `json:"leaderEpoch"`
 	PartitionEpoch int32   `json:"partitionEpoch"`
+	// AddingReplicas and RemovingReplicas are set while the partition is
+	// being reassigned (KIP-455); see Partition.
+	AddingReplicas   []int32 `json:"addingReplicas,omitempty"`
+	RemovingReplicas []int32 `json:"removingReplicas,omitempty"`
 }
 
 // PartitionChangeRecord changes a partition's leader, ISR or replicas. Nil
@@ -117,6 +121,12 @@ type PartitionChangeRecord struct {
 	Leader    *int32  `json:"leader,omitempty"`
 	ISR       []int32 `json:"isr,omitempty"`
 	Replicas  []int32 `json:"replicas,omitempty"`
+	// AddingReplicas and RemovingReplicas replace the partition's when
+	// set; an empty list clears them (the reassignment completed or was
+	// cancelled). They are pointers so that "unchanged" and "none" differ
+	// in JSON.
+	AddingReplicas   *[]int32 `json:"addingReplicas,omitempty"`
+	RemovingReplicas *[]int32 `json:"removingReplicas,omitempty"`
 }
 
 // Resource types of a ConfigRecord, with Kafka's codes.
