@@ -29,6 +29,7 @@ func topicCommand() *cobra.Command {
 		topicDeleteCommand(o),
 		topicAlterConfigCommand(o),
 		topicAddPartitionsCommand(o),
+		topicMoveCommand(o),
 		topicProduceCommand(o),
 		topicConsumeCommand(o),
 	)

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/strata-io/strata/internal/testutil/poll"
+)
+
+// TestTopicMove moves a partition with the plan kafka-reassign-partitions.sh
+// takes, on three real nodes: a move to the broker that had no replica
+// completes (--status says done, describe shows the new replicas); a move
+// to a broker that was shut down shows in progress in --status and is
+// reverted by --cancel. Bad plans and refusals are one-line errors.
+func TestTopicMove(t *testing.T) {
+	c := startThreeNodes(t)
+	all := c.seeds()
+	ok(t, "", "topic", "create", "movable", "--partitions", "1", "--replicas", "2", "--brokers", all)
+	var desc []topicDescription
+	poll.UntilStatus(t, 30*time.Second, "every node to know the topic", func() (bool, string) {
+		for id := int32(1); id <= 3; id++ {
+			r := cli(t, "", "topic", "describe", "movable", "--format", "json", "--brokers", c.addr(id))
+			if r.code != 0 {
+				return false, r.stderr
+			}
+			desc = decode[[]topicDescription](t, r.stdout)
+		}
+		return true, ""
+	})
+	placed := desc[0].Partitions[0].Replicas
+	var fresh int32 = 1
+	for slices.Contains(placed, fresh) {
+		fresh++
+	}
+	plan := func(replicas ...int32) string {
+		return fmt.Sprintf(`{"version":1,"partitions":[{"topic":"movable","partition":0,"replicas":%s,"log_dirs":[%s]}]}`,
+			ints(replicas), strings.TrimSuffix(strings.Repeat(`"any",`, len(replicas)), ","))
+	}
+	ok(t, "before the move\n", "topic", "produce", "movable", "--brokers", all)
+
+	// To {fresh, placed[0]}, from a file: done once fresh is in sync.
+	moved := []int32{fresh, placed[0]}
+	file := filepath.Join(t.TempDir(), "plan.json")
+	if err := os.WriteFile(file, []byte(plan(moved...)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := ok(t, "", "topic", "move", file, "--brokers", all); out != fmt.Sprintf("moving movable-0 to %s\n", ints(moved)) {
+		t.Fatalf("move: %q", out)
+	}
+	poll.UntilStatus(t, 60*time.Second, "the move to complete", func() (bool, string) {
+		r := cli(t, "", "topic", "move", file, "--status", "--brokers", all)
+		return r.code == 0 && r.stdout == fmt.Sprintf("movable-0 done: replicas %s\n", ints(moved)), r.stdout + r.stderr
+	})
+	desc = okJSON[[]topicDescription](t, "", "topic", "describe", "movable", "--brokers", all)
+	if p := desc[0].Partitions[0]; fmt.Sprint(p.Replicas) != fmt.Sprint(moved) || len(p.ISR) != 2 {
+		t.Fatalf("after the move: %+v", p)
+	}
+
+	// To {fresh, gone} with gone shut down: registered, so accepted, but
+	// it cannot catch up.
+	gone := placed[1]
+	c.stop(gone)
+	var up []int32
+	for id := int32(1); id <= 3; id++ {
+		if id != gone {
+			up = append(up, id)
+		}
+	}
+	via := c.addr(up[0])
+	c.waitBrokers(up[0], up...)
+	stuck := plan(fresh, gone)
+	ok(t, stuck, "topic", "move", "-", "--brokers", via)
+	st := okJSON[[]moveResult](t, stuck, "topic", "move", "-", "--status", "--brokers", via)
+	if len(st) != 1 || st[0].Status != "in progress" || fmt.Sprint(st[0].Adding) != fmt.Sprint([]int32{gone}) ||
+		fmt.Sprint(st[0].Removing) != fmt.Sprint([]int32{placed[0]}) {
+		t.Fatalf("status of the move to the stopped broker %d: %+v", gone, st)
+	}
+	if out := ok(t, "", "topic", "move", "--status", "--brokers", via); !strings.HasPrefix(out, "movable-0 in progress: replicas [") {
+		t.Fatalf("status of every move: %q", out)
+	}
+	if out := ok(t, stuck, "topic", "move", "-", "--cancel", "--brokers", via); out != "cancelled the move of movable-0\n" {
+		t.Fatalf("cancel: %q", out)
+	}
+	if out := ok(t, "", "topic", "move", "--status", "--brokers", via); out != "no moves in progress\n" {
+		t.Fatalf("status after the cancel: %q", out)
+	}
+	failsWith(t, stuck, "NO_REASSIGNMENT_IN_PROGRESS", "topic", "move", "-", "--cancel", "--brokers", via)
+	desc = okJSON[[]topicDescription](t, "", "topic", "describe", "movable", "--brokers", via)
+	if got := desc[0].Partitions[0].Replicas; fmt.Sprint(got) != fmt.Sprint(moved) {
+		t.Fatalf("replicas after the cancel: %v, want %v", got, moved)
+	}
+
+	failsWith(t, `{"version":2,"partitions":[]}`, "only version 1", "topic", "move", "-", "--brokers", via)
+	failsWith(t, `{"version":1,"partitions":[{"topic":"movable","partition":0,"replicas":[1],"log_dirs":["/data"]}]}`,
+		`only "any"`, "topic", "move", "-", "--brokers", via)
+	failsWith(t, `{"version":1,"partitions":[{"topic":"movable","partition":0,"replicas":[1,1]}]}`,
+		"INVALID_REPLICA_ASSIGNMENT", "topic", "move", "-", "--brokers", via)
+	failsWith(t, `{"version":1,"partitions":[{"topic":"nope","partition":0,"replicas":[1]}]}`,
+		"UNKNOWN_TOPIC_OR_PARTITION", "topic", "move", "-", "--brokers", via)
+	fails(t, "a plan is needed", "topic", "move", "--brokers", via)
+	fails(t, "exclude each other", "topic", "move", file, "--status", "--cancel", "--brokers", via)
+}
