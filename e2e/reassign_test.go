@@ -145,6 +145,25 @@ func TestReassignmentUnderLoad(t *testing.T) {
 	}
 	acks.waitSettled(t, ctx)
 	acks.check(t)
-	checkExactlyOnce(t, readAll(t, ctx, c.nodes[4].addr, topic), perPartition(n, 3))
+	// A new leader's high watermark starts where it knew the old one's,
+	// and reaches what the old leader acknowledged once its followers
+	// fetch again: read once it has.
+	want := perPartition(n, 3)
+	poll.UntilStatus(t, 30*time.Second, "the high watermarks to pass every acknowledged record", func() (bool, string) {
+		listed, err := c.admin(4).ListEndOffsets(ctx, topic)
+		if err == nil {
+			err = listed.Error()
+		}
+		if err != nil {
+			return false, err.Error()
+		}
+		for p, n := range want {
+			if o, _ := listed.Lookup(topic, p); o.Offset < int64(n) {
+				return false, fmt.Sprintf("partition %d ends at %d", p, o.Offset)
+			}
+		}
+		return true, ""
+	})
+	checkExactlyOnce(t, readAll(t, ctx, c.nodes[4].addr, topic), want)
 	c.checkIdenticalLogsOn(topic, 3, 2, 3, 4)
 }
