@@ -181,6 +181,19 @@ func (t *tracker) becomeLeader(s State, logEnd, committable, nowMs int64) effect
 	first := t.leaderEpoch < 0 && t.partitionEpoch < 0
 	t.leader, t.leaderID = true, t.nodeID
 	t.replicas = slices.Clone(s.Replicas)
+	if !newLeader {
+		// A follower the controller took out of the ISR (it was fenced:
+		// its session expired, or it is shutting down) is no longer
+		// waited for as caught up, or every acks=all produce would wait
+		// replica.lag.time.max.ms for a replica that is gone. As in
+		// Kafka, where only ISR-eligible replicas are waited for. It
+		// counts again once it fetches to the log end.
+		for id, f := range t.followers {
+			if slices.Contains(t.isr, id) && !slices.Contains(s.ISR, id) {
+				f.lastCaughtUpMs = 0
+			}
+		}
+	}
 	t.isr = slices.Clone(s.ISR)
 	t.pending = nil
 	t.logEnd, t.committable = logEnd, committable
