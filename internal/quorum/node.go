@@ -113,6 +113,9 @@ type Node struct {
 	reads   map[string]chan uint64
 	readSeq uint64
 	readReq chan readRequest
+	// unsentReads are the keys of reads asked while no leader was known,
+	// which Raft would drop: they go to Raft when a leader is known.
+	unsentReads []string
 
 	// commit is the commit index, for readers of the committed log
 	// (observers' fetches); committed is closed and replaced when it
@@ -241,15 +244,30 @@ func snapshotStatus(ok bool) raft.SnapshotStatus {
 }
 
 // Start runs the node until Close. A single voter elects itself at once
-// rather than after an election timeout.
+// rather than after an election timeout, and so does the lowest voter of a
+// brand-new quorum (nothing in its log, term 0), so that a cluster started
+// together has a leader as soon as a majority is up; PreVote keeps that
+// campaign from disturbing a quorum that already has a leader.
 func (n *Node) Start() {
 	n.transport.start()
-	if len(n.cfg.Voters) == 1 {
+	if len(n.cfg.Voters) == 1 || n.brandNewLowest() {
 		if err := n.rn.Campaign(); err != nil {
 			n.logger.Warn("raft campaign", "err", err)
 		}
 	}
 	go n.run()
+}
+
+// brandNewLowest reports whether this node has the lowest id of the voters
+// and has never seen a term or an entry.
+func (n *Node) brandNewLowest() bool {
+	for id := range n.cfg.Voters {
+		if id < n.cfg.NodeID {
+			return false
+		}
+	}
+	last, err := n.disk.mem.LastIndex()
+	return err == nil && n.rn.BasicStatus().GetTerm() == 0 && last == 0
 }
 
 // Close stops the node and its transport. What was persisted stays.
@@ -424,7 +442,11 @@ func (n *Node) run() {
 			n.readSeq++
 			key := strconv.FormatUint(n.readSeq, 10)
 			n.reads[key] = r.done
-			n.rn.ReadIndex([]byte(key))
+			if n.lead == 0 {
+				n.unsentReads = append(n.unsentReads, key)
+			} else {
+				n.rn.ReadIndex([]byte(key))
+			}
 		}
 		if err := n.handleReady(); err != nil {
 			n.fail(err)
@@ -471,6 +493,15 @@ func (n *Node) handleReady() error {
 		}
 		if changed {
 			n.logger.Info("metadata quorum leader", "leader", nodeID(n.lead), "term", n.term, "self", n.cfg.NodeID)
+		}
+		if n.lead != 0 && len(n.unsentReads) > 0 {
+			// Read at once rather than at the reader's next retry.
+			for _, key := range n.unsentReads {
+				if _, ok := n.reads[key]; ok {
+					n.rn.ReadIndex([]byte(key))
+				}
+			}
+			n.unsentReads = nil
 		}
 		a.Leader, a.Term = nodeID(n.lead), n.term
 		if s := rd.Snapshot; s != nil && !raft.IsEmptySnap(s) {

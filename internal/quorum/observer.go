@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
 	"sync"
 	"time"
@@ -31,6 +32,8 @@ type ObserverConfig struct {
 	// ms when zero.
 	Wait   time.Duration
 	Logger *slog.Logger
+	// Dial connects to a voter; (&net.Dialer{}).DialContext when nil.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Observer follows the committed metadata log without voting, as KRaft's
@@ -72,6 +75,7 @@ func NewObserver(cfg ObserverConfig) *Observer {
 	for id, addr := range cfg.Voters {
 		o.voters = append(o.voters, id)
 		o.clients[id] = wire.NewClient(addr, fmt.Sprintf("strata-observer-%d", cfg.NodeID))
+		o.clients[id].Dial = cfg.Dial
 	}
 	slices.Sort(o.voters)
 	o.ctx, o.cancel = context.WithCancel(context.Background())
