@@ -52,6 +52,11 @@ type Options struct {
 	FS vfs.FS
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// Dial connects to another node: the metadata quorum's peers, the
+	// active controller and the leaders this broker's replicas follow.
+	// (&net.Dialer{}).DialContext when nil; the in-process cluster puts a
+	// dialer here that can cut nodes apart.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // tp names a partition.
@@ -68,6 +73,7 @@ type Broker struct {
 	logger *slog.Logger
 	fs     vfs.FS
 	now    func() time.Time
+	dial   func(ctx context.Context, network, addr string) (net.Conn, error)
 	dir    string
 
 	logs       *storage.Manager
@@ -145,12 +151,16 @@ func New(opts Options) (*Broker, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.Dial == nil {
+		opts.Dial = (&net.Dialer{}).DialContext
+	}
 	b := &Broker{
 		cfg:        cfg,
 		nodeID:     int32(cfg.Int("node.id")),
 		logger:     opts.Logger,
 		fs:         opts.FS,
 		now:        opts.Now,
+		dial:       opts.Dial,
 		dir:        cfg.LogDirs()[0],
 		partitions: map[tp]*replica.Partition{},
 		zeroCopy:   cfg.Bool("strata.fetch.zero.copy"),
@@ -225,6 +235,7 @@ func New(opts Options) (*Broker, error) {
 	// Before the metadata is replayed: the partitions it opens follow
 	// their leaders and send their ISR changes to the controller.
 	b.fetchers = newReplicaFetchers(b.fetcherConfig(), b.logger)
+	b.fetchers.dial = func(addr string, nodeID int32) (leaderClient, error) { return dialLeader(addr, nodeID, b.dial) }
 	if !cluster.Alone {
 		b.isr = controllerAlterer{b}
 	}
@@ -272,7 +283,7 @@ func (b *Broker) openController() error {
 		for _, v := range b.cluster.Voters {
 			addrs[v.ID] = v.Addr()
 		}
-		b.observer = quorum.NewObserver(quorum.ObserverConfig{NodeID: b.nodeID, Voters: addrs, Logger: b.logger.With("component", "observer")})
+		b.observer = quorum.NewObserver(quorum.ObserverConfig{NodeID: b.nodeID, Voters: addrs, Dial: b.dial, Logger: b.logger.With("component", "observer")})
 		b.observer.Start()
 		return b.openControllerOver(b.observer)
 	}
@@ -298,6 +309,11 @@ func (b *Broker) openController() error {
 		ElectionTimeout: time.Duration(b.cfg.Int("controller.quorum.election.timeout.ms")) * time.Millisecond,
 		ClusterID:       b.ClusterID,
 		Logger:          b.logger.With("component", "quorum"),
+		Dial: func(network, addr string, timeout time.Duration) (net.Conn, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			return b.dial(ctx, network, addr)
+		},
 	})
 	if err != nil {
 		return err
@@ -647,6 +663,45 @@ func (b *Broker) Close() error {
 	err := b.logs.Close()
 	b.logger.Info("broker stopped", "duration", time.Since(start).Round(time.Millisecond), "err", err)
 	return err
+}
+
+// Kill stops the node as abruptly as a process can stop itself: no
+// controlled shutdown, no hand-over of the quorum's leadership, no wait for
+// requests under way; listeners and connections close at once, unwritten
+// responses are dropped, and peers learn of it only by their connections
+// breaking and by missed heartbeats. It returns once the node's goroutines
+// have stopped. The logs are then closed as Close closes them (flushed,
+// checkpointed, marked clean) unless the file system refuses: a caller that
+// wants what a crash leaves on disk fails every write of the node's FS
+// before calling Kill (strata.Cluster.Kill does, through a vfs.ErrorFS).
+func (b *Broker) Kill() {
+	if !b.closed.CompareAndSwap(false, true) {
+		return
+	}
+	b.stopHeartbeats()
+	b.stopWaiting()
+	b.server.Close()
+	if b.controllerListener != nil {
+		b.controllerServer.Close()
+		b.controllerListener.Close()
+	}
+	if b.admin != nil {
+		b.admin.Close()
+	}
+	b.cancel()
+	b.fetchers.close()
+	b.ctrl.close()
+	b.controller.Close()
+	if b.quorum != nil {
+		b.quorum.Close()
+	}
+	if b.observer != nil {
+		b.observer.Close()
+	}
+	b.wg.Wait()
+	b.groups.Close()
+	b.logs.Close()
+	b.logger.Info("broker killed")
 }
 
 // snapshotProducers writes every hosted partition's producer state at its

@@ -78,6 +78,7 @@ func (cc *controllerClient) client(id int32) *wire.Client {
 	for _, v := range cc.voters {
 		if v.ID == id {
 			c := wire.NewClient(v.Addr(), "strata-broker-"+itoa(cc.b.nodeID))
+			c.Dial = cc.b.dial
 			cc.clients[id] = c
 			return c
 		}

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"net"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -30,9 +31,14 @@ func (b *Broker) fetcherConfig() replica.FetcherConfig {
 // over the Kafka protocol, at the versions both support.
 type leaderClient struct{ cl *kgo.Client }
 
-// dialLeader returns a client for the broker at addr, as node nodeID.
-func dialLeader(addr string, nodeID int32) (leaderClient, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ClientID("strata-replica-fetcher-"+itoa(nodeID)))
+// dialLeader returns a client for the broker at addr, as node nodeID,
+// connecting with dial.
+func dialLeader(addr string, nodeID int32, dial func(ctx context.Context, network, addr string) (net.Conn, error)) (leaderClient, error) {
+	opts := []kgo.Opt{kgo.SeedBrokers(addr), kgo.ClientID("strata-replica-fetcher-" + itoa(nodeID))}
+	if dial != nil {
+		opts = append(opts, kgo.Dialer(dial))
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return leaderClient{}, err
 	}

@@ -42,7 +42,8 @@ type sourceFetcher struct {
 }
 
 func newReplicaFetchers(cfg replica.FetcherConfig, logger *slog.Logger) *replicaFetchers {
-	return &replicaFetchers{cfg: cfg, logger: logger, dial: dialLeader,
+	return &replicaFetchers{cfg: cfg, logger: logger,
+		dial:    func(addr string, nodeID int32) (leaderClient, error) { return dialLeader(addr, nodeID, nil) },
 		sources: map[int32]*sourceFetcher{}, following: map[*replica.Partition]int32{}}
 }
 

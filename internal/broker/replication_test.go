@@ -32,7 +32,7 @@ type follower struct {
 func startFollower(t *testing.T, b *testBroker, topic string, state replica.State) *follower {
 	t.Helper()
 	l, p := newFollowerReplica(t, topic, state)
-	client, err := dialLeader(b.Addr(), 2)
+	client, err := dialLeader(b.Addr(), 2, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
