@@ -1,0 +1,71 @@
+// Package txn is Strata's transaction coordinator (KIP-98): InitProducerId
+// for transactional ids (epoch bumps and fencing of zombies),
+// AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, transaction timeouts and the
+// expiry of idle transactional ids, with the state in the compacted
+// internal topic __transaction_state. It follows Kafka's
+// TransactionCoordinator, TransactionMetadata and TransactionStateManager
+// (Kafka 3.x/4.x, transactions version 1) in behaviour and error codes.
+//
+// # Shards
+//
+// A transactional id belongs to partition PartitionFor(id) of
+// __transaction_state (transaction.state.log.num.partitions, 50), and the
+// broker leading that partition is its coordinator (FindCoordinator with key
+// type TRANSACTION). The broker calls Load when it becomes the partition's
+// leader, with the leader epoch as the coordinator epoch, and Unload when it
+// stops leading. Load replays the partition; requests meanwhile get
+// COORDINATOR_LOAD_IN_PROGRESS, and requests for partitions not loaded here
+// NOT_COORDINATOR, which clients retry after FindCoordinator.
+//
+// # State machine and edges
+//
+// Machine (machine.go) is the state of one partition: transactional ids and
+// their metadata. It does no I/O and reads no clock: requests come in with
+// the time, and out come a Result, the Write (a record) whose commit
+// completes a transition, and Markers to send. Like Kafka, a transition is
+// first pending (requests for the id get CONCURRENT_TRANSACTIONS) and takes
+// effect in Written once its record is committed:
+//
+//	InitProducerId   Empty|CompleteCommit|CompleteAbort → Empty, epoch+1
+//	                 (a new producer id when the epoch is exhausted)
+//	                 Ongoing → PrepareAbort, epoch+1 (fencing), answer
+//	                 CONCURRENT_TRANSACTIONS; the client retries
+//	AddPartitions    Empty|Complete* → Ongoing (start time), Ongoing → Ongoing
+//	EndTxn           Ongoing → PrepareCommit|PrepareAbort; answered once
+//	                 written; markers go out
+//	markers written  PrepareCommit → CompleteCommit, PrepareAbort →
+//	                 CompleteAbort, partitions cleared
+//	Tick             Ongoing past its timeout → PrepareAbort, epoch+1;
+//	                 idle past transactional.id.expiration.ms → Dead (tombstone)
+//
+// The edges (coordinator.go) are one goroutine per shard that appends the
+// queued records in order, a ticker driving Tick, and one goroutine per
+// marker set calling MarkerWriter until every partition has its marker.
+// A load resends the markers of the transactions it finds prepared.
+//
+// # Persistence
+//
+// Every record is a key/value pair in a magic v2 batch built by
+// record.Build, encoded with kmsg:
+//
+//	key                          value                      meaning
+//	TxnMetadataKey v0            TxnMetadataValue v1         the transactional id's state:
+//	 (int16 0, transactional id)  producer id, epoch,        Empty 0, Ongoing 1,
+//	                              timeout, state, topics     PrepareCommit 2, PrepareAbort 3,
+//	                              and partitions, last       CompleteCommit 4, CompleteAbort 5
+//	                              update and start times,
+//	                              tag 0: previous producer id
+//	TxnMetadataKey v0            nil (tombstone)            the id expired (Dead)
+//
+// The last record of an id wins on load, as compaction makes true on disk.
+// Dead and PrepareEpochFence are never written.
+//
+// # Departures from Kafka
+//
+//   - Transactions version 2 (KIP-890 part 2: an epoch bump per
+//     transaction, EndTxn v5+ and Produce v12+) is not implemented; the
+//     broker advertises EndTxn up to v4.
+//   - A failed write of an epoch fence is simply dropped (Kafka remembers
+//     hasFailedEpochFence); the next timeout tick or InitProducerId fences
+//     again.
+package txn

@@ -1,0 +1,496 @@
+package txn
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// Config is the coordinator's configuration, with Kafka's keys.
+type Config struct {
+	// NumPartitions is transaction.state.log.num.partitions (50).
+	NumPartitions int32
+	// MaxTimeoutMs is transaction.max.timeout.ms (900000): InitProducerId
+	// asking for more is INVALID_TRANSACTION_TIMEOUT.
+	MaxTimeoutMs int32
+	// IDExpirationMs is transactional.id.expiration.ms (604800000): a
+	// transactional id with no transaction open and no update for this
+	// long is forgotten.
+	IDExpirationMs int64
+	// AbortTimedOutIntervalMs is
+	// transaction.abort.timed.out.transaction.cleanup.interval.ms (10000).
+	AbortTimedOutIntervalMs int64
+	// RemoveExpiredIntervalMs is
+	// transaction.remove.expired.transaction.cleanup.interval.ms (3600000).
+	RemoveExpiredIntervalMs int64
+}
+
+// DefaultConfig is Kafka's defaults.
+func DefaultConfig() Config {
+	return Config{
+		NumPartitions:           50,
+		MaxTimeoutMs:            900000,
+		IDExpirationMs:          604800000,
+		AbortTimedOutIntervalMs: 10000,
+		RemoveExpiredIntervalMs: 3600000,
+	}
+}
+
+// Validate reports the first setting out of range.
+func (c Config) Validate() error {
+	switch {
+	case c.NumPartitions <= 0:
+		return fmt.Errorf("txn: transaction.state.log.num.partitions %d must be positive", c.NumPartitions)
+	case c.MaxTimeoutMs <= 0:
+		return fmt.Errorf("txn: transaction.max.timeout.ms %d must be positive", c.MaxTimeoutMs)
+	case c.IDExpirationMs <= 0:
+		return fmt.Errorf("txn: transactional.id.expiration.ms %d must be positive", c.IDExpirationMs)
+	case c.AbortTimedOutIntervalMs <= 0 || c.RemoveExpiredIntervalMs <= 0:
+		return fmt.Errorf("txn: cleanup intervals must be positive")
+	}
+	return nil
+}
+
+// Write is a record for __transaction_state: the transition it carries takes
+// effect once the record is committed, when the edge calls Machine.Written.
+type Write struct {
+	TransactionalID string
+	// Key and Value are the record (Value nil: a tombstone).
+	Key, Value []byte
+	next       *Metadata
+}
+
+// Markers asks the edge to write a transaction's markers to its partitions'
+// leaders (WriteTxnMarkers); once every partition has one, the edge calls
+// Machine.MarkersWritten.
+type Markers struct {
+	TransactionalID  string
+	ProducerID       int64
+	ProducerEpoch    int16
+	Commit           bool
+	CoordinatorEpoch int32
+	Partitions       []TopicPartition
+}
+
+// Result is a request's outcome. When Write is set, the answer waits for it:
+// if the append fails, the request gets the append's error; otherwise it
+// gets Err (nil: success) and the producer id and epoch.
+type Result struct {
+	Err           error
+	ProducerID    int64
+	ProducerEpoch int16
+	Write         *Write
+	// NeedProducerID asks the edge for a fresh producer id: call again
+	// with it in FreshProducerID.
+	NeedProducerID bool
+}
+
+func fail(err error, format string, args ...any) Result {
+	return Result{Err: fmt.Errorf("%w: "+format, append([]any{err}, args...)...), ProducerID: -1, ProducerEpoch: -1}
+}
+
+// Machine is the coordinator state of one __transaction_state partition:
+// pure data, inputs in and effects out. It is not safe for concurrent use;
+// the edge holds its lock around every call.
+type Machine struct {
+	cfg              Config
+	coordinatorEpoch int32
+	txns             map[string]*Metadata
+}
+
+// NewMachine returns an empty machine for a partition led at
+// coordinatorEpoch (the partition's leader epoch): markers carry it, and a
+// partition refuses markers from an older coordinator.
+func NewMachine(cfg Config, coordinatorEpoch int32) *Machine {
+	return &Machine{cfg: cfg, coordinatorEpoch: coordinatorEpoch, txns: make(map[string]*Metadata)}
+}
+
+// Get returns a copy of a transactional id's metadata.
+func (m *Machine) Get(id string) (Metadata, bool) {
+	t := m.txns[id]
+	if t == nil {
+		return Metadata{}, false
+	}
+	return *t.clone(), true
+}
+
+// All returns copies of every transactional id's metadata, sorted by id.
+func (m *Machine) All() []Metadata {
+	out := make([]Metadata, 0, len(m.txns))
+	for _, t := range m.txns {
+		out = append(out, *t.clone())
+	}
+	slices.SortFunc(out, func(a, b Metadata) int {
+		if a.TransactionalID < b.TransactionalID {
+			return -1
+		}
+		if a.TransactionalID > b.TransactionalID {
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// Replay applies one record of the partition, in log order, while loading.
+func (m *Machine) Replay(key, value []byte) error {
+	id, ok, err := decodeKey(key)
+	if err != nil || !ok {
+		return err
+	}
+	if value == nil {
+		delete(m.txns, id)
+		return nil
+	}
+	t, err := decodeValue(id, value)
+	if err != nil {
+		return err
+	}
+	if old := m.txns[id]; old != nil {
+		t.LastProducerEpoch = old.LastProducerEpoch
+	}
+	m.txns[id] = t
+	return nil
+}
+
+// Loaded returns the markers to send for the transactions a load found
+// prepared but not complete: the previous coordinator may have died before
+// writing them all. Kafka resends them the same way.
+func (m *Machine) Loaded() []Markers {
+	var out []Markers
+	for _, t := range m.txns {
+		if (t.State == PrepareCommit || t.State == PrepareAbort) && !t.markersSent && t.pending == nil {
+			out = append(out, m.markersFor(t))
+		}
+	}
+	slices.SortFunc(out, func(a, b Markers) int {
+		if a.TransactionalID < b.TransactionalID {
+			return -1
+		}
+		return 1
+	})
+	return out
+}
+
+func (m *Machine) markersFor(t *Metadata) Markers {
+	t.markersSent = true
+	return Markers{
+		TransactionalID:  t.TransactionalID,
+		ProducerID:       t.ProducerID,
+		ProducerEpoch:    t.ProducerEpoch,
+		Commit:           t.State == PrepareCommit,
+		CoordinatorEpoch: m.coordinatorEpoch,
+		Partitions:       slices.Clone(t.Partitions),
+	}
+}
+
+// prepare makes next the pending transition of t and returns its record.
+func (m *Machine) prepare(t *Metadata, next *Metadata) *Write {
+	if !slices.Contains(validPrevious[next.State], t.State) {
+		panic(fmt.Sprintf("txn: transition of %q from %v to %v", t.TransactionalID, t.State, next.State))
+	}
+	t.pending = next
+	w := &Write{TransactionalID: t.TransactionalID, Key: encodeKey(t.TransactionalID), next: next}
+	if next.State != Dead {
+		w.Value = encodeValue(next)
+	}
+	return w
+}
+
+// Written completes w's transition once its record is committed (err nil),
+// or drops it (err non-nil). It returns the markers to send when the
+// transaction is now prepared.
+func (m *Machine) Written(w *Write, err error) []Markers {
+	t := m.txns[w.TransactionalID]
+	if t == nil || t.pending != w.next {
+		return nil
+	}
+	t.pending = nil
+	if err != nil {
+		if t.State == Empty && t.ProducerEpoch < 0 {
+			// Created by this request and never written.
+			delete(m.txns, w.TransactionalID)
+		}
+		return nil
+	}
+	if w.next.State == Dead {
+		delete(m.txns, w.TransactionalID)
+		return nil
+	}
+	*t = *w.next
+	t.pending = nil
+	if t.State == PrepareCommit || t.State == PrepareAbort {
+		return []Markers{m.markersFor(t)}
+	}
+	return nil
+}
+
+// MarkersWritten completes a prepared transaction once every partition has
+// its marker: the returned record moves it to CompleteCommit or
+// CompleteAbort. It returns nil when the transaction moved on meanwhile.
+func (m *Machine) MarkersWritten(mk Markers, nowMs int64) *Write {
+	t := m.txns[mk.TransactionalID]
+	if t == nil || t.pending != nil || t.ProducerID != mk.ProducerID || t.ProducerEpoch != mk.ProducerEpoch {
+		return nil
+	}
+	var done State
+	switch {
+	case t.State == PrepareCommit && mk.Commit:
+		done = CompleteCommit
+	case t.State == PrepareAbort && !mk.Commit:
+		done = CompleteAbort
+	default:
+		return nil
+	}
+	t.markersSent = false
+	next := t.clone()
+	next.State = done
+	next.Partitions = nil
+	next.LastUpdateMs = nowMs
+	return m.prepare(t, next)
+}
+
+// InitProducerIDRequest is InitProducerId with a transactional id.
+type InitProducerIDRequest struct {
+	TransactionalID string
+	TimeoutMs       int32
+	// ProducerID and ProducerEpoch are v3+'s expected id and epoch
+	// (KIP-360), -1 when not given.
+	ProducerID    int64
+	ProducerEpoch int16
+	// FreshProducerID is a never used producer id when the edge was asked
+	// for one (Result.NeedProducerID), -1 otherwise.
+	FreshProducerID int64
+	NowMs           int64
+}
+
+// InitProducerID is Kafka's TransactionCoordinator.handleInitProducerId
+// for a transactional id: a new id starts at epoch 0, a known one has its
+// epoch bumped (fencing older producers), an ongoing transaction is aborted
+// with a bumped epoch first (the client retries on CONCURRENT_TRANSACTIONS),
+// and an exhausted epoch rotates to a new producer id.
+func (m *Machine) InitProducerID(r InitProducerIDRequest) Result {
+	if r.TransactionalID == "" {
+		return fail(kerr.InvalidRequest, "empty transactional id")
+	}
+	if r.TimeoutMs <= 0 || r.TimeoutMs > m.cfg.MaxTimeoutMs {
+		return fail(kerr.InvalidTransactionTimeout, "timeout %d ms, transaction.max.timeout.ms %d", r.TimeoutMs, m.cfg.MaxTimeoutMs)
+	}
+	expected := r.ProducerID >= 0 || r.ProducerEpoch >= 0
+	t := m.txns[r.TransactionalID]
+	if t == nil {
+		if r.FreshProducerID < 0 {
+			return Result{NeedProducerID: true}
+		}
+		t = &Metadata{
+			TransactionalID: r.TransactionalID, ProducerID: r.FreshProducerID, PreviousProducerID: -1,
+			ProducerEpoch: -1, LastProducerEpoch: -1, TimeoutMs: r.TimeoutMs, State: Empty,
+			StartMs: -1, LastUpdateMs: r.NowMs,
+		}
+		m.txns[r.TransactionalID] = t
+		r.FreshProducerID = -1
+	}
+	if t.pending != nil {
+		return fail(kerr.ConcurrentTransactions, "%q has a transition being written", t.TransactionalID)
+	}
+	if expected && !(t.ProducerEpoch < 0 || r.ProducerID == t.ProducerID ||
+		(r.ProducerID == t.PreviousProducerID && epochExhausted(r.ProducerEpoch))) {
+		return fail(kerr.ProducerFenced, "producer id %d is not %q's (%d)", r.ProducerID, t.TransactionalID, t.ProducerID)
+	}
+	switch t.State {
+	case PrepareCommit, PrepareAbort:
+		return fail(kerr.ConcurrentTransactions, "%q is completing a transaction (%v)", t.TransactionalID, t.State)
+	case Ongoing:
+		// Abort it first with a bumped epoch that is never returned; the
+		// retry bumps again.
+		res := fail(kerr.ConcurrentTransactions, "aborting %q's ongoing transaction", t.TransactionalID)
+		res.Write = m.fenceAndAbort(t, r.NowMs)
+		return res
+	case Empty, CompleteCommit, CompleteAbort:
+	default:
+		panic(fmt.Sprintf("txn: %q in state %v", t.TransactionalID, t.State))
+	}
+	next := t.clone()
+	next.State = Empty
+	next.Partitions = nil
+	next.TimeoutMs = r.TimeoutMs
+	next.StartMs = -1
+	next.LastUpdateMs = r.NowMs
+	if epochExhausted(t.ProducerEpoch) && (!expected || r.ProducerEpoch == t.ProducerEpoch) {
+		if r.FreshProducerID < 0 {
+			return Result{NeedProducerID: true}
+		}
+		next.PreviousProducerID, next.LastProducerEpoch = -1, -1
+		if expected {
+			next.PreviousProducerID, next.LastProducerEpoch = t.ProducerID, t.ProducerEpoch
+		}
+		next.ProducerID, next.ProducerEpoch = r.FreshProducerID, 0
+	} else {
+		switch {
+		case !expected || t.ProducerEpoch < 0 || r.ProducerEpoch == t.ProducerEpoch:
+			next.ProducerEpoch, next.LastProducerEpoch = t.ProducerEpoch+1, t.ProducerEpoch
+			if !expected {
+				next.LastProducerEpoch = -1
+			}
+		case r.ProducerEpoch == t.LastProducerEpoch:
+			// A retry of the bump that got us here: answer it again.
+		default:
+			return fail(kerr.ProducerFenced, "epoch %d, %q is at %d", r.ProducerEpoch, t.TransactionalID, t.ProducerEpoch)
+		}
+	}
+	return Result{ProducerID: next.ProducerID, ProducerEpoch: next.ProducerEpoch, Write: m.prepare(t, next)}
+}
+
+// fenceAndAbort bumps t's epoch and aborts its ongoing transaction:
+// Kafka's prepareFenceProducerEpoch followed by an abort that is not from
+// the client. The bumped epoch fences the old producer at the coordinator,
+// and the markers carrying it fence it at the partitions.
+func (m *Machine) fenceAndAbort(t *Metadata, nowMs int64) *Write {
+	next := t.clone()
+	if next.ProducerEpoch < 1<<15-1 {
+		next.ProducerEpoch++
+	}
+	next.LastProducerEpoch = -1
+	next.State = PrepareAbort
+	next.LastUpdateMs = nowMs
+	return m.prepare(t, next)
+}
+
+// check validates a request's producer id and epoch against t.
+func check(t *Metadata, id string, producerID int64, epoch int16) error {
+	switch {
+	case t == nil:
+		return fmt.Errorf("%w: no producer id for %q", kerr.InvalidProducerIDMapping, id)
+	case t.ProducerID != producerID:
+		return fmt.Errorf("%w: producer id %d is not %q's (%d)", kerr.InvalidProducerIDMapping, producerID, id, t.ProducerID)
+	case t.ProducerEpoch != epoch:
+		return fmt.Errorf("%w: epoch %d, %q is at %d", kerr.ProducerFenced, epoch, id, t.ProducerEpoch)
+	}
+	return nil
+}
+
+// AddPartitions is AddPartitionsToTxn (and AddOffsetsToTxn, with the
+// group's __consumer_offsets partition): the partitions join the
+// transaction, which goes Ongoing. With verifyOnly (v4+ VerifyOnly,
+// KIP-890 part 1) nothing is added: the error says whether each partition
+// already is in the transaction.
+func (m *Machine) AddPartitions(id string, producerID int64, epoch int16, tps []TopicPartition, verifyOnly bool, nowMs int64) (Result, map[TopicPartition]error) {
+	t := m.txns[id]
+	if id == "" {
+		return fail(kerr.InvalidRequest, "empty transactional id"), nil
+	}
+	if err := check(t, id, producerID, epoch); err != nil {
+		return Result{Err: err}, nil
+	}
+	if verifyOnly {
+		if t.State == PrepareCommit || t.State == PrepareAbort {
+			return fail(kerr.ConcurrentTransactions, "%q is completing a transaction", id), nil
+		}
+		errs := make(map[TopicPartition]error, len(tps))
+		for _, tp := range tps {
+			if !t.hasPartition(tp) || t.State != Ongoing {
+				errs[tp] = fmt.Errorf("%w: %s[%d] is not in %q's transaction", kerr.TransactionAbortable, tp.Topic, tp.Partition, id)
+			}
+		}
+		return Result{}, errs
+	}
+	switch {
+	case t.pending != nil:
+		return fail(kerr.ConcurrentTransactions, "%q has a transition being written", id), nil
+	case t.State == PrepareCommit || t.State == PrepareAbort:
+		return fail(kerr.ConcurrentTransactions, "%q is completing a transaction", id), nil
+	}
+	if t.State == Ongoing && !slices.ContainsFunc(tps, func(tp TopicPartition) bool { return !t.hasPartition(tp) }) {
+		return Result{}, nil
+	}
+	next := t.clone()
+	if t.State != Ongoing {
+		next.StartMs = nowMs
+	}
+	next.State = Ongoing
+	next.Partitions = addPartitions(t.Partitions, tps)
+	next.LastUpdateMs = nowMs
+	return Result{Write: m.prepare(t, next)}, nil
+}
+
+// EndTxn is Kafka's endTransaction from a client (transactions v1: the
+// epoch is not bumped per transaction). A retry of a completed EndTxn
+// succeeds; one still sending markers gets CONCURRENT_TRANSACTIONS.
+func (m *Machine) EndTxn(id string, producerID int64, epoch int16, commit bool, nowMs int64) Result {
+	if id == "" {
+		return fail(kerr.InvalidRequest, "empty transactional id")
+	}
+	t := m.txns[id]
+	if err := check(t, id, producerID, epoch); err != nil {
+		return Result{Err: err, ProducerID: -1, ProducerEpoch: -1}
+	}
+	if t.pending != nil {
+		return fail(kerr.ConcurrentTransactions, "%q has a transition being written", id)
+	}
+	ok := Result{ProducerID: t.ProducerID, ProducerEpoch: t.ProducerEpoch}
+	invalid := func() Result {
+		return fail(kerr.InvalidTxnState, "%q is %v; EndTxn(commit=%v)", id, t.State, commit)
+	}
+	switch t.State {
+	case Ongoing:
+		next := t.clone()
+		next.State = PrepareAbort
+		if commit {
+			next.State = PrepareCommit
+		}
+		next.LastUpdateMs = nowMs
+		ok.Write = m.prepare(t, next)
+		return ok
+	case CompleteCommit:
+		if commit {
+			return ok
+		}
+	case CompleteAbort:
+		if !commit {
+			return ok
+		}
+	case PrepareCommit:
+		if commit {
+			return fail(kerr.ConcurrentTransactions, "%q is committing", id)
+		}
+	case PrepareAbort:
+		if !commit {
+			return fail(kerr.ConcurrentTransactions, "%q is aborting", id)
+		}
+	}
+	return invalid()
+}
+
+// Tick runs the coordinator's periodic work at nowMs: ongoing transactions
+// older than their timeout are aborted with a bumped epoch (when
+// abortTimedOut), and idle transactional ids older than
+// transactional.id.expiration.ms are deleted (when removeExpired). The
+// edge calls it every AbortTimedOutIntervalMs and RemoveExpiredIntervalMs.
+func (m *Machine) Tick(nowMs int64, abortTimedOut, removeExpired bool) []*Write {
+	var out []*Write
+	ids := make([]string, 0, len(m.txns))
+	for id := range m.txns {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		t := m.txns[id]
+		if t.pending != nil {
+			continue
+		}
+		switch t.State {
+		case Ongoing:
+			if abortTimedOut && t.StartMs+int64(t.TimeoutMs) < nowMs {
+				out = append(out, m.fenceAndAbort(t, nowMs))
+			}
+		case Empty, CompleteCommit, CompleteAbort:
+			if removeExpired && t.LastUpdateMs+m.cfg.IDExpirationMs <= nowMs {
+				next := t.clone()
+				next.State = Dead
+				out = append(out, m.prepare(t, next))
+			}
+		}
+	}
+	return out
+}
