@@ -40,6 +40,7 @@ import (
 	"github.com/strata-io/strata/internal/record"
 	"github.com/strata-io/strata/internal/replica"
 	"github.com/strata-io/strata/internal/storage"
+	"github.com/strata-io/strata/internal/txn"
 	"github.com/strata-io/strata/internal/vfs"
 	"github.com/strata-io/strata/internal/wire"
 )
@@ -117,6 +118,8 @@ type Broker struct {
 	producerIDs   *producer.IDAllocator
 	fetchSessions *fetchSessions
 	groups        *group.Coordinator
+	txns          *txn.Coordinator
+	txnMarkers    *markerWriter
 	metrics       *metrics.Broker
 	admin         *metrics.AdminServer
 
@@ -231,6 +234,12 @@ func New(opts Options) (*Broker, error) {
 		return nil, err
 	}
 	b.groups = group.NewCoordinator(gcfg, group.Deps{Logger: b.logger, Topics: imageTopics{b}})
+	tcfg := txnConfig(cfg)
+	if err := tcfg.Validate(); err != nil {
+		b.abort()
+		return nil, err
+	}
+	b.txns = b.newTxnCoordinator(tcfg)
 
 	// Before the metadata is replayed: the partitions it opens follow
 	// their leaders and send their ISR changes to the controller.
@@ -627,6 +636,8 @@ func (b *Broker) Close() error {
 	// parked group requests with NOT_COORDINATOR (clients move on).
 	b.stopWaiting()
 	b.groups.Close()
+	b.txns.Close()
+	b.txnMarkers.close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(b.cfg.Int("shutdown.timeout.ms"))*time.Millisecond)
 	defer cancel()
 	if err := b.server.Shutdown(ctx); err != nil {

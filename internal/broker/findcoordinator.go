@@ -16,10 +16,9 @@ import (
 // * A group's coordinator is the leader of the __consumer_offsets
 // partition its id hashes to; the topic is created on first use.
 // * v4+ batches keys; earlier versions answer one key at the top level.
-// * Transaction coordinators (key type 1) are not available:
-// transactions are not implemented, so the answer is
-// COORDINATOR_NOT_AVAILABLE. Share groups (key type 2) are
-// INVALID_REQUEST.
+// * A transactional id's coordinator (key type 1) is the leader of the
+// __transaction_state partition it hashes to; the topic is created on
+// first use. Share groups (key type 2) are INVALID_REQUEST.
 func init() { register(10, 0, 6, (*Broker).handleFindCoordinator) }
 
 func (b *Broker) handleFindCoordinator(_ context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
@@ -53,7 +52,7 @@ func (b *Broker) findCoordinator(keyType int8, key string, c *kmsg.FindCoordinat
 	switch keyType {
 	case 0:
 	case 1:
-		return fmt.Errorf("%w: transactions are not supported", kerr.CoordinatorNotAvailable)
+		return b.findTxnCoordinator(key, c)
 	default:
 		return fmt.Errorf("%w: coordinator type %d", kerr.InvalidRequest, keyType)
 	}
@@ -63,7 +62,7 @@ func (b *Broker) findCoordinator(keyType int8, key string, c *kmsg.FindCoordinat
 	if err := b.ensureOffsetsTopic(); err != nil {
 		return fmt.Errorf("%w: creating __consumer_offsets: %v", kerr.CoordinatorNotAvailable, err)
 	}
-	br, err := b.coordinatorFor(b.groups.HashPartition(key))
+	br, err := b.coordinatorFor(OffsetsTopic, b.groups.HashPartition(key))
 	if err != nil {
 		return err
 	}

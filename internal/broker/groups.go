@@ -108,15 +108,28 @@ func (o offsetsPartition) ReadBatches(from int64, fn func(batch []byte) bool) er
 	return storageError(o.p.ReadForLoad(from, fn))
 }
 
-// applyCoordinator loads or unloads the coordinator's partitions as the
-// leadership of __consumer_offsets changes. b.imageMu must be held.
+// applyCoordinator loads or unloads the coordinators' partitions as the
+// leadership of __consumer_offsets and __transaction_state changes.
+// b.imageMu must be held.
 func (b *Broker) applyCoordinator(old, img *metadata.Image) {
-	newT := img.Topics[OffsetsTopic]
-	oldT := old.Topics[OffsetsTopic]
+	b.applyLeadership(old, img, OffsetsTopic,
+		func(i int32, _ int32, r *replica.Partition) { b.groups.Load(i, offsetsPartition{r}) },
+		b.groups.Unload)
+	b.applyLeadership(old, img, TransactionStateTopic,
+		func(i int32, epoch int32, r *replica.Partition) { b.txns.Load(i, epoch, offsetsPartition{r}) },
+		b.txns.Unload)
+}
+
+// applyLeadership calls load for each partition of topic this broker
+// starts leading (or leads at a new leader epoch) and unload for each it
+// stops leading. b.imageMu must be held.
+func (b *Broker) applyLeadership(old, img *metadata.Image, topic string, load func(partition, leaderEpoch int32, r *replica.Partition), unload func(int32)) {
+	newT := img.Topics[topic]
+	oldT := old.Topics[topic]
 	if oldT != nil && (newT == nil || newT.ID != oldT.ID) {
 		for i := range oldT.Partitions {
 			if oldT.Partitions[i].Leader == b.nodeID {
-				b.groups.Unload(int32(i))
+				unload(int32(i))
 			}
 		}
 		oldT = nil
@@ -134,13 +147,13 @@ func (b *Broker) applyCoordinator(old, img *metadata.Image) {
 		led := was != nil && was.Leader == b.nodeID
 		switch {
 		case leads && (!led || was.LeaderEpoch != p.LeaderEpoch):
-			r, ok := b.partition(OffsetsTopic, int32(i))
+			r, ok := b.partition(topic, int32(i))
 			if !ok {
 				continue
 			}
-			b.groups.Load(int32(i), offsetsPartition{r})
+			load(int32(i), p.LeaderEpoch, r)
 		case !leads && led:
-			b.groups.Unload(int32(i))
+			unload(int32(i))
 		}
 	}
 }
@@ -244,17 +257,18 @@ func (b *Broker) handleConsumerGroupDescribe(_ context.Context, _ *wire.Conn, re
 	return respond(b.groups.ConsumerGroupDescribe(req.Body.(*kmsg.ConsumerGroupDescribeRequest)))
 }
 
-// coordinatorFor returns the broker coordinating partition p of
-// __consumer_offsets, or an error Kafka would answer FindCoordinator with.
-func (b *Broker) coordinatorFor(p int32) (*metadata.Broker, error) {
+// coordinatorFor returns the broker coordinating partition p of an
+// internal topic (__consumer_offsets or __transaction_state), or an error
+// Kafka would answer FindCoordinator with.
+func (b *Broker) coordinatorFor(topic string, p int32) (*metadata.Broker, error) {
 	img := b.image.Load()
-	_, part, ok := img.Partition(OffsetsTopic, p)
+	_, part, ok := img.Partition(topic, p)
 	if !ok || part.Leader < 0 {
-		return nil, fmt.Errorf("%w: __consumer_offsets partition %d has no leader", kerr.CoordinatorNotAvailable, p)
+		return nil, fmt.Errorf("%w: %s partition %d has no leader", kerr.CoordinatorNotAvailable, topic, p)
 	}
 	br, ok := img.Brokers[part.Leader]
 	if !ok || br.Fenced || !slices.Contains(part.ISR, part.Leader) {
-		return nil, fmt.Errorf("%w: the leader of __consumer_offsets partition %d is not available", kerr.CoordinatorNotAvailable, p)
+		return nil, fmt.Errorf("%w: the leader of %s partition %d is not available", kerr.CoordinatorNotAvailable, topic, p)
 	}
 	return br, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-io/strata/internal/producer"
@@ -17,21 +16,20 @@ import (
 // * Idempotent producers (no transactional id) get a new producer id with
 // epoch 0, every time, as in Kafka; ids come from blocks reserved durably
 // in the metadata log, so they are unique across restarts.
-// * Transactional ids are refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
-// transactions are not implemented.
+// * A transactional id goes to the transaction coordinator (internal/txn),
+// which must be this broker (NOT_COORDINATOR otherwise).
 func init() { register(22, 0, 5, (*Broker).handleInitProducerID) }
 
 // producerExpirationCheckInterval is Kafka's
 // producer.id.expiration.check.interval.ms default.
 const producerExpirationCheckInterval = 10 * time.Minute
 
-func (b *Broker) handleInitProducerID(_ context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
+func (b *Broker) handleInitProducerID(ctx context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
 	r := req.Body.(*kmsg.InitProducerIDRequest)
 	resp := r.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if r.TransactionalID != nil {
-		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
-		return respond(resp)
+		return b.initTransactional(ctx, r, resp)
 	}
 	// Deferred: a new block of ids waits for the controller.
 	return wire.Response{Deferred: func() wire.Response {

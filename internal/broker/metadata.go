@@ -33,7 +33,11 @@ func init() { register(3, 0, 12, (*Broker).handleMetadata) }
 // OffsetsTopic is the internal topic of committed offsets.
 const OffsetsTopic = "__consumer_offsets"
 
-func isInternalTopic(name string) bool { return name == OffsetsTopic }
+// TransactionStateTopic is the internal topic of the transaction
+// coordinator's state.
+const TransactionStateTopic = "__transaction_state"
+
+func isInternalTopic(name string) bool { return name == OffsetsTopic || name == TransactionStateTopic }
 
 func (b *Broker) handleMetadata(_ context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
 	r := req.Body.(*kmsg.MetadataRequest)

@@ -39,8 +39,10 @@ import (
 // * A replica that does not lead answers NOT_LEADER_OR_FOLLOWER with the
 // current leader and its endpoint (v10+, KIP-951).
 // * Producing to internal topics is refused (INVALID_TOPIC_EXCEPTION).
-// * Transactions are not implemented: a transactional produce fails with
-// TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+// * Transactional batches open their producer's transaction on the
+// partition (internal/producer); the coordinator's markers end it. The
+// partition is not verified with the coordinator first (KIP-890 part 1's
+// produce-side verification is not done).
 // * A record without a key on a compacted topic fails the partition with
 // INVALID_RECORD, as in Kafka since KIP-467 (named in ErrorRecords for
 // v8+).
@@ -76,8 +78,6 @@ func (b *Broker) handleProduce(ctx context.Context, _ *wire.Conn, req *wire.Requ
 			switch {
 			case !validAcks:
 				err = fmt.Errorf("%w: acks must be 0, 1 or -1, not %d", kerr.InvalidRequiredAcks, r.Acks)
-			case r.TransactionID != nil:
-				err = fmt.Errorf("%w: transactions are not supported", kerr.TransactionalIDAuthorizationFailed)
 			default:
 				var p *replica.Partition
 				p, err = b.producePartition(img, rt.Topic, rp.Partition)

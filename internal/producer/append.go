@@ -33,6 +33,9 @@ type stagedProducer struct {
 	id    int64
 	entry producerEntry
 	added int
+	// txnStart is the offset, relative to the request's first, of the
+	// batch that opens the producer's transaction here; -1 when none.
+	txnStart int64
 }
 
 // Begin opens the partition's Append for a new request, discarding whatever
@@ -61,6 +64,11 @@ func (a *Append) reset() {
 // with the original batch's FirstOffset. The pointer is valid until the next
 // Begin; every later batch of the request must be a duplicate too.
 //
+// A transactional batch opens the producer's transaction on this partition
+// when none is open (its first offset holds the last stable offset back); a
+// non-transactional batch while one is open is ErrInvalidTxnState, as in
+// Kafka.
+//
 // It returns an error when the batch must be refused: ErrOutOfOrderSequence,
 // ErrInvalidProducerEpoch, ErrInvalidRecord or ErrInvalidTxnState. The broker
 // then appends none of the request's batches for this partition.
@@ -82,9 +90,6 @@ func (a *Append) Check(h record.Header) (*BatchMetadata, error) {
 	}
 	if h.BaseSequence < 0 || h.ProducerEpoch < 0 {
 		return a.fail(ErrInvalidRecord, h, "negative sequence or epoch")
-	}
-	if h.IsTransactional() {
-		return a.fail(ErrInvalidTxnState, h, "no transaction")
 	}
 	// Duplicates are looked for among the appended batches only, before
 	// any other check, as Kafka does: a retry is answered even when newer
@@ -120,6 +125,12 @@ func (a *Append) Check(h record.Header) (*BatchMetadata, error) {
 			return a.fail(ErrOutOfOrderSequence, h, fmt.Sprintf("last sequence %d", e.lastSeq()))
 		}
 	}
+	switch {
+	case h.IsTransactional() && e.currentTxnFirstOffset < 0 && sp.txnStart < 0:
+		sp.txnStart = relOffset
+	case !h.IsTransactional() && (e.currentTxnFirstOffset >= 0 || sp.txnStart >= 0):
+		return a.fail(ErrInvalidTxnState, h, "a non-transactional batch in an open transaction")
+	}
 	e.addBatch(h.ProducerEpoch, metadataOf(&h, relOffset))
 	sp.added++
 	a.fresh++
@@ -139,12 +150,16 @@ func (a *Append) Commit(firstOffset int64) {
 		for j := e.count - min(sp.added, e.count); j < e.count; j++ {
 			e.batches[j].FirstOffset += firstOffset
 		}
+		if sp.txnStart >= 0 {
+			e.currentTxnFirstOffset = firstOffset + sp.txnStart
+		}
 		if cur := a.state.producers[sp.id]; cur != nil {
 			*cur = *e
 		} else {
 			ne := *e
 			a.state.producers[sp.id] = &ne
 		}
+		a.state.track(sp.id, e)
 	}
 	a.reset()
 }
@@ -161,7 +176,7 @@ func (a *Append) stage(id int64) *stagedProducer {
 	if cur := a.state.producers[id]; cur != nil {
 		entry = *cur
 	}
-	a.staged = append(a.staged, stagedProducer{id: id, entry: entry})
+	a.staged = append(a.staged, stagedProducer{id: id, entry: entry, txnStart: -1})
 	return &a.staged[len(a.staged)-1]
 }
 

@@ -129,8 +129,10 @@ func TestCheckRules(t *testing.T) {
 			refused(ErrInvalidRecord, batch(1, 0, -5, 1)),
 			refused(ErrInvalidRecord, batch(1, -1, 0, 1)),
 		}},
-		{"transactional batches are refused until transactions exist", []step{
-			refused(ErrInvalidTxnState, txnal(batch(1, 0, 0, 1))),
+		{"a non-transactional batch in an open transaction is refused", []step{
+			ok(0, txnal(batch(1, 0, 0, 1))),
+			refused(ErrInvalidTxnState, batch(1, 0, 1, 1)),
+			ok(1, txnal(batch(1, 0, 1, 1))),
 		}},
 		{"several batches of one producer in one request", []step{
 			ok(0, batch(1, 0, 0, 2), batch(1, 0, 2, 3)),

@@ -4,9 +4,12 @@
 // instead of being appended twice (KIP-98), and a gap or a zombie is refused.
 //
 // It is Kafka's ProducerStateManager, ProducerAppendInfo and
-// ProducerStateEntry (storage module, Kafka 3.x/4.x), without the
-// transaction bookkeeping, which the transaction coordinator adds later (the
-// fields it needs are reserved and kept in snapshots).
+// ProducerStateEntry (storage module, Kafka 3.x/4.x), with their
+// transaction bookkeeping: a transactional batch opens its producer's
+// transaction on the partition, a marker (CheckMarker, then EndTxn once it
+// is in the log) ends it, and FirstUnstableOffset, the first offset of the
+// oldest open transaction, bounds the last stable offset. The transaction
+// coordinator itself is internal/txn.
 //
 // # Who calls what
 //
@@ -28,7 +31,11 @@
 //	               on failure simply do not commit (the next Begin discards)
 //
 // Replication (follower) and rebuild: Update(h) for every batch appended, in
-// log order, with h.BaseOffset as stored.
+// log order, with h.BaseOffset as stored (a follower passes markers to
+// EndTxn instead, with the marker its body holds).
+//
+// WriteTxnMarkers (leader), under the append lock: CheckMarker, append the
+// marker, then EndTxn with the header as stored.
 //
 // Segment roll, under the append lock with the log end offset leo:
 //
@@ -67,8 +74,9 @@
 // A snapshot keeps all cached batches of a producer, not only the last one,
 // so duplicates are still recognised across a restart; see below.
 //
-// Transactional batches are refused with INVALID_TXN_STATE until the
-// transaction coordinator exists.
+// Markers are applied from their header alone when the state is rebuilt
+// from the log (the coordinator epoch in the marker's body is not read
+// then); the leader and followers read it as they append.
 //
 // Several batches for one producer in one request are checked against each
 // other (the second must follow the first), and a request that mixes

@@ -22,10 +22,12 @@ var (
 	// negative base sequence, which Kafka's LogValidator refuses, or a
 	// negative epoch, which no producer id is handed out with.
 	ErrInvalidRecord = errors.New("producer: invalid sequence number in idempotent batch")
-	// ErrInvalidTxnState is returned for transactional batches until the
-	// transaction coordinator exists: no transaction can have added the
-	// partition, which is what Kafka answers then.
-	ErrInvalidTxnState = errors.New("producer: transactional batch outside a transaction")
+	// ErrInvalidTxnState is returned for a non-transactional batch from a
+	// producer with a transaction open on the partition.
+	ErrInvalidTxnState = errors.New("producer: batch does not match the producer's transaction state")
+	// ErrCoordinatorFenced is returned by CheckMarker for a marker from a
+	// transaction coordinator older than the last one that wrote one.
+	ErrCoordinatorFenced = errors.New("producer: transaction coordinator fenced")
 )
 
 // Errors of the producer id allocator.
@@ -62,6 +64,8 @@ func ErrorCode(err error) int16 {
 		return kerr.InvalidRecord.Code
 	case errors.Is(err, ErrInvalidTxnState):
 		return kerr.InvalidTxnState.Code
+	case errors.Is(err, ErrCoordinatorFenced):
+		return kerr.TransactionCoordinatorFenced.Code
 	case errors.Is(err, ErrIDsUnavailable):
 		return kerr.CoordinatorLoadInProgress.Code
 	default:

@@ -192,6 +192,7 @@ func (s *PartitionState) LoadSnapshot(data []byte) error {
 		return err
 	}
 	s.producers = producers
+	s.retrack()
 	s.append.reset()
 	return nil
 }
@@ -220,6 +221,7 @@ func (s *PartitionState) Rebuild(snapshot []byte, scan func(apply func(record.He
 		}
 	}
 	s.producers = fresh.producers
+	s.retrack()
 	s.append.reset()
 	return nil
 }

@@ -160,14 +160,57 @@ func decrementSequence(seq, n int32) int32 {
 // *BatchMetadata from Append.Check (see there).
 type PartitionState struct {
 	producers map[int64]*producerEntry
-	append    Append
+	// ongoing maps the producers with an open transaction on the
+	// partition to its first offset: Kafka's ongoingTxns.
+	ongoing map[int64]int64
+	append  Append
 }
 
 // NewPartitionState returns the state of a partition with no producers.
 func NewPartitionState() *PartitionState {
-	s := &PartitionState{producers: make(map[int64]*producerEntry)}
+	s := &PartitionState{producers: make(map[int64]*producerEntry), ongoing: make(map[int64]int64)}
 	s.append.state = s
 	return s
+}
+
+// track keeps ongoing in line with a producer's entry after a change.
+func (s *PartitionState) track(id int64, e *producerEntry) {
+	if e.currentTxnFirstOffset >= 0 {
+		s.ongoing[id] = e.currentTxnFirstOffset
+	} else {
+		delete(s.ongoing, id)
+	}
+}
+
+// retrack rebuilds ongoing from the entries.
+func (s *PartitionState) retrack() {
+	clear(s.ongoing)
+	for id, e := range s.producers {
+		s.track(id, e)
+	}
+}
+
+// FirstUnstableOffset is the first offset of the oldest transaction open on
+// the partition, or -1 when none is: the last stable offset is the smaller
+// of it and the high watermark.
+func (s *PartitionState) FirstUnstableOffset() int64 {
+	first := int64(-1)
+	for _, off := range s.ongoing {
+		if first < 0 || off < first {
+			first = off
+		}
+	}
+	return first
+}
+
+// OngoingTransactions returns the producers with an open transaction and
+// its first offset. The map is the caller's.
+func (s *PartitionState) OngoingTransactions() map[int64]int64 {
+	out := make(map[int64]int64, len(s.ongoing))
+	for id, off := range s.ongoing {
+		out[id] = off
+	}
+	return out
 }
 
 // Len is the number of producers the partition knows.
@@ -176,6 +219,7 @@ func (s *PartitionState) Len() int { return len(s.producers) }
 // Reset forgets every producer, as Kafka's truncateFullyAndStartAt.
 func (s *PartitionState) Reset() {
 	clear(s.producers)
+	clear(s.ongoing)
 	s.append.reset()
 }
 
@@ -194,6 +238,7 @@ func (s *PartitionState) Update(h record.Header) {
 		s.producers[h.ProducerID] = e
 	}
 	e.apply(&h)
+	s.track(h.ProducerID, e)
 }
 
 // Expire forgets the producers whose latest batch timestamp is
@@ -206,6 +251,7 @@ func (s *PartitionState) Expire(nowMs, expirationMs int64) int {
 	n := 0
 	for id, e := range s.producers {
 		if e.currentTxnFirstOffset < 0 && nowMs-e.lastTimestamp >= expirationMs {
+			// No open transaction, so nothing in ongoing.
 			delete(s.producers, id)
 			n++
 		}

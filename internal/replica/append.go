@@ -91,6 +91,7 @@ func (p *Partition) appendAsLeader(batches *record.Validated, acks int16, s *Set
 	// The records are in the log: the state must follow them whatever
 	// happens to the snapshot, or a retry would be appended twice.
 	txn.Commit(info.FirstOffset)
+	p.publishFirstUnstableLocked()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.applyLocked(p.tracker.appended(p.log.LogEndOffset(), p.committable(), p.nowMs()))

@@ -124,6 +124,7 @@ func (p *Partition) AppendAsFollower(leaderEpoch int32, batches []byte) (int64, 
 			return leo, err
 		}
 		p.producers.Reset()
+		p.publishFirstUnstableLocked()
 	}
 	info, err := p.log.Append(batches, storage.AppendOptions{})
 	if err != nil {
@@ -133,10 +134,11 @@ func (p *Partition) AppendAsFollower(leaderEpoch int32, batches []byte) (int64, 
 	if info.RolledTo >= 0 {
 		snapshot = p.producers.Snapshot()
 	}
-	record.Batches(batches, func(h record.Header, _ []byte) bool {
-		p.producers.Update(h)
+	record.Batches(batches, func(h record.Header, batch []byte) bool {
+		p.applyBatchLocked(h, batch)
 		return true
 	})
+	p.publishFirstUnstableLocked()
 	if p.settings.Load().SyncEveryAppend {
 		// Synced before the next fetch tells the leader this replica has
 		// the records (see Settings.SyncEveryAppend).
@@ -236,6 +238,7 @@ func (p *Partition) ResetToLeader(leaderEpoch int32, leaderLogStart, leaderLogEn
 			return leo, err
 		}
 		p.producers.Reset()
+		p.publishFirstUnstableLocked()
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		p.applyLocked(p.tracker.truncated(leaderLogStart, true))

@@ -75,6 +75,9 @@ type Partition struct {
 	appendMu sync.Mutex
 	// producers is the idempotent producers' state; appendMu guards it.
 	producers *producer.PartitionState
+	// firstUnstable is producers.FirstUnstableOffset(), published for
+	// readers that do not take appendMu; written under appendMu.
+	firstUnstable atomic.Int64
 
 	mu sync.Mutex
 	// tracker is the replication state machine; mu guards it, and the
@@ -147,6 +150,7 @@ func (p *Partition) rebuildProducers() error {
 	scan := func(apply func(record.Header) bool) error {
 		return p.log.ScanBatchHeaders(offset, func(h record.Header, _ int64) bool { return apply(h) })
 	}
+	defer p.publishFirstUnstableLocked()
 	if err := p.producers.Rebuild(data, scan); err != nil {
 		if data == nil {
 			return fmt.Errorf("replica: rebuilding producer state of %s-%d: %w", p.Topic, p.Index, err)

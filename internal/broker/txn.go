@@ -1,0 +1,435 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-io/strata/internal/config"
+	"github.com/strata-io/strata/internal/controller"
+	"github.com/strata-io/strata/internal/producer"
+	"github.com/strata-io/strata/internal/replica"
+	"github.com/strata-io/strata/internal/txn"
+	"github.com/strata-io/strata/internal/wire"
+)
+
+// Transaction coordinator APIs. The coordinator (internal/txn) implements
+// the protocol; these handlers route requests to it and wait for its writes
+// to __transaction_state as deferred responses.
+//
+// AddPartitionsToTxn: v0-4 (v4+ batches transactions and has VerifyOnly,
+// KIP-890 part 1). AddOffsetsToTxn: v0-3. EndTxn: v0-3 (v4's
+// TRANSACTION_ABORTABLE and v5's epoch bump per transaction, KIP-890 part
+// 2, are not offered). WriteTxnMarkers: v0-1, from coordinators to
+// partition leaders.
+//
+// Behavior:
+// * PRODUCER_FENCED is answered as INVALID_PRODUCER_EPOCH to versions that
+// predate it (KIP-588), as Kafka does.
+func init() {
+	register(kmsg.AddPartitionsToTxn.Int16(), 0, 4, (*Broker).handleAddPartitionsToTxn)
+	register(kmsg.AddOffsetsToTxn.Int16(), 0, 3, (*Broker).handleAddOffsetsToTxn)
+	register(kmsg.EndTxn.Int16(), 0, 3, (*Broker).handleEndTxn)
+	register(kmsg.WriteTxnMarkers.Int16(), 0, 1, (*Broker).handleWriteTxnMarkers)
+}
+
+// txnConfig converts the server configuration.
+func txnConfig(cfg *config.Server) txn.Config {
+	c := txn.DefaultConfig()
+	c.NumPartitions = int32(cfg.Int("transaction.state.log.num.partitions"))
+	c.MaxTimeoutMs = int32(cfg.Int("transaction.max.timeout.ms"))
+	c.IDExpirationMs = cfg.Int("transactional.id.expiration.ms")
+	c.AbortTimedOutIntervalMs = cfg.Int("transaction.abort.timed.out.transaction.cleanup.interval.ms")
+	c.RemoveExpiredIntervalMs = cfg.Int("transaction.remove.expired.transaction.cleanup.interval.ms")
+	return c
+}
+
+// newTxnCoordinator makes the broker's transaction coordinator.
+func (b *Broker) newTxnCoordinator(cfg txn.Config) *txn.Coordinator {
+	b.txnMarkers = &markerWriter{b: b, clients: map[int32]*wire.Client{}}
+	return txn.NewCoordinator(cfg, txn.Deps{
+		Logger: b.logger.With("component", "txn"),
+		Now:    b.now,
+		NewProducerID: func() (int64, error) {
+			id, _, err := b.producerIDs.InitIdempotent()
+			return id, err
+		},
+		Markers: b.txnMarkers,
+	})
+}
+
+// fencedCode answers PRODUCER_FENCED as INVALID_PRODUCER_EPOCH to request
+// versions before fenced: the error did not exist for them (KIP-588).
+func fencedCode(err error, version, fenced int16) int16 {
+	code := errorCode(err)
+	if code == kerr.ProducerFenced.Code && version < fenced {
+		return kerr.InvalidProducerEpoch.Code
+	}
+	return code
+}
+
+// ensureTxnStateTopic creates __transaction_state on first use, compacted,
+// with replication factor min(transaction.state.log.replication.factor,
+// live brokers) and min.insync.replicas transaction.state.log.min.isr
+// (capped at the replication factor), as Kafka does.
+func (b *Broker) ensureTxnStateTopic() error {
+	if _, ok := b.image.Load().Topics[TransactionStateTopic]; ok {
+		return nil
+	}
+	rf := max(int16(min(b.cfg.Int("transaction.state.log.replication.factor"), int64(len(b.image.Load().BrokerIDs())))), 1)
+	compact := "compact"
+	segment := b.cfg.String("transaction.state.log.segment.bytes")
+	minISR := strconv.FormatInt(min(b.cfg.Int("transaction.state.log.min.isr"), int64(rf)), 10)
+	ctx, cancel := context.WithTimeout(b.ctx, controllerRequestTimeout)
+	defer cancel()
+	res := b.createTopicsAtController(ctx, []controller.TopicSpec{{
+		Name:              TransactionStateTopic,
+		NumPartitions:     b.txns.Config().NumPartitions,
+		ReplicationFactor: rf,
+		Configs: map[string]*string{"cleanup.policy": &compact, "segment.bytes": &segment,
+			"min.insync.replicas": &minISR},
+	}})[0]
+	if res.Err != nil && !errors.Is(res.Err, kerr.TopicAlreadyExists) {
+		return res.Err
+	}
+	if res.Err == nil {
+		b.logger.Info("topic created", "topic", TransactionStateTopic, "partitions", res.NumPartitions, "replication.factor", res.ReplicationFactor)
+	}
+	return nil
+}
+
+// findTxnCoordinator answers FindCoordinator for a transactional id.
+func (b *Broker) findTxnCoordinator(key string, c *kmsg.FindCoordinatorResponseCoordinator) error {
+	if key == "" {
+		return fmt.Errorf("%w: empty transactional id", kerr.InvalidRequest)
+	}
+	if err := b.ensureTxnStateTopic(); err != nil {
+		return fmt.Errorf("%w: creating %s: %v", kerr.CoordinatorNotAvailable, TransactionStateTopic, err)
+	}
+	br, err := b.coordinatorFor(TransactionStateTopic, b.txns.PartitionFor(key))
+	if err != nil {
+		return err
+	}
+	c.NodeID, c.Host, c.Port = br.NodeID, br.Host, br.Port
+	return nil
+}
+
+// initTransactional answers InitProducerId for a transactional id.
+func (b *Broker) initTransactional(ctx context.Context, r *kmsg.InitProducerIDRequest, resp *kmsg.InitProducerIDResponse) wire.Response {
+	return wire.Response{Deferred: func() wire.Response {
+		id, epoch, err := b.txns.InitProducerID(ctx, txn.InitProducerIDRequest{
+			TransactionalID: *r.TransactionalID,
+			TimeoutMs:       r.TransactionTimeoutMillis,
+			ProducerID:      r.ProducerID,
+			ProducerEpoch:   r.ProducerEpoch,
+		})
+		if err != nil {
+			if errors.Is(err, producer.ErrIDsUnavailable) {
+				err = fmt.Errorf("%w: %v", kerr.CoordinatorLoadInProgress, err)
+			}
+			b.logger.Debug("InitProducerId", "transactional.id", *r.TransactionalID, "err", err)
+			resp.ErrorCode = fencedCode(err, r.Version, 4)
+			return respond(resp)
+		}
+		resp.ProducerID, resp.ProducerEpoch = id, epoch
+		return respond(resp)
+	}}
+}
+
+func (b *Broker) handleAddPartitionsToTxn(ctx context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
+	r := req.Body.(*kmsg.AddPartitionsToTxnRequest)
+	resp := r.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+	if r.Version < 4 {
+		t := kmsg.NewAddPartitionsToTxnRequestTransaction()
+		t.TransactionalID, t.ProducerID, t.ProducerEpoch = r.TransactionalID, r.ProducerID, r.ProducerEpoch
+		for _, rt := range r.Topics {
+			tt := kmsg.NewAddPartitionsToTxnRequestTransactionTopic()
+			tt.Topic, tt.Partitions = rt.Topic, rt.Partitions
+			t.Topics = append(t.Topics, tt)
+		}
+		r.Transactions = []kmsg.AddPartitionsToTxnRequestTransaction{t}
+	}
+	return wire.Response{Deferred: func() wire.Response {
+		for _, t := range r.Transactions {
+			rt := b.addPartitionsToTxn(ctx, r.Version, &t)
+			resp.Transactions = append(resp.Transactions, rt)
+		}
+		if r.Version < 4 {
+			for _, tt := range resp.Transactions[0].Topics {
+				st := kmsg.NewAddPartitionsToTxnResponseTopic()
+				st.Topic = tt.Topic
+				for _, tp := range tt.Partitions {
+					sp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
+					sp.Partition, sp.ErrorCode = tp.Partition, tp.ErrorCode
+					st.Partitions = append(st.Partitions, sp)
+				}
+				resp.Topics = append(resp.Topics, st)
+			}
+			resp.Transactions = nil
+		}
+		return respond(resp)
+	}}
+}
+
+// addPartitionsToTxn adds (or, VerifyOnly, checks) one transaction's
+// partitions. As in Kafka, when some partition is unknown, those get
+// UNKNOWN_TOPIC_OR_PARTITION and the rest OPERATION_NOT_ATTEMPTED.
+func (b *Broker) addPartitionsToTxn(ctx context.Context, version int16, t *kmsg.AddPartitionsToTxnRequestTransaction) kmsg.AddPartitionsToTxnResponseTransaction {
+	img := b.image.Load()
+	var tps []txn.TopicPartition
+	unknown := map[txn.TopicPartition]bool{}
+	for _, rt := range t.Topics {
+		for _, p := range rt.Partitions {
+			tp := txn.TopicPartition{Topic: rt.Topic, Partition: p}
+			tps = append(tps, tp)
+			if _, _, ok := img.Partition(rt.Topic, p); !ok {
+				unknown[tp] = true
+			}
+		}
+	}
+	var common error
+	var errs map[txn.TopicPartition]error
+	if len(unknown) > 0 {
+		common = kerr.OperationNotAttempted
+	} else {
+		errs, common = b.txns.AddPartitions(ctx, t.TransactionalID, t.ProducerID, t.ProducerEpoch, tps, t.VerifyOnly)
+	}
+	out := kmsg.NewAddPartitionsToTxnResponseTransaction()
+	out.TransactionalID = t.TransactionalID
+	for _, rt := range t.Topics {
+		st := kmsg.NewAddPartitionsToTxnResponseTransactionTopic()
+		st.Topic = rt.Topic
+		for _, p := range rt.Partitions {
+			tp := txn.TopicPartition{Topic: rt.Topic, Partition: p}
+			sp := kmsg.NewAddPartitionsToTxnResponseTransactionTopicPartition()
+			sp.Partition = p
+			switch {
+			case unknown[tp]:
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case common != nil:
+				sp.ErrorCode = fencedCode(common, version, 2)
+			case errs[tp] != nil:
+				sp.ErrorCode = errorCode(errs[tp])
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		out.Topics = append(out.Topics, st)
+	}
+	return out
+}
+
+func (b *Broker) handleAddOffsetsToTxn(ctx context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
+	r := req.Body.(*kmsg.AddOffsetsToTxnRequest)
+	resp := r.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
+	return wire.Response{Deferred: func() wire.Response {
+		err := b.ensureOffsetsTopic()
+		if err != nil {
+			err = fmt.Errorf("%w: creating __consumer_offsets: %v", kerr.CoordinatorNotAvailable, err)
+		} else {
+			tp := txn.TopicPartition{Topic: OffsetsTopic, Partition: b.groups.HashPartition(r.Group)}
+			_, err = b.txns.AddPartitions(ctx, r.TransactionalID, r.ProducerID, r.ProducerEpoch, []txn.TopicPartition{tp}, false)
+		}
+		resp.ErrorCode = fencedCode(err, r.Version, 2)
+		return respond(resp)
+	}}
+}
+
+func (b *Broker) handleEndTxn(ctx context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
+	r := req.Body.(*kmsg.EndTxnRequest)
+	resp := r.ResponseKind().(*kmsg.EndTxnResponse)
+	return wire.Response{Deferred: func() wire.Response {
+		_, _, err := b.txns.EndTxn(ctx, r.TransactionalID, r.ProducerID, r.ProducerEpoch, r.Commit)
+		if err != nil {
+			b.logger.Debug("EndTxn", "transactional.id", r.TransactionalID, "commit", r.Commit, "err", err)
+		}
+		resp.ErrorCode = fencedCode(err, r.Version, 2)
+		return respond(resp)
+	}}
+}
+
+// handleWriteTxnMarkers appends the markers a transaction coordinator
+// sends, each once committed (acks=all), and ends the transactional offset
+// commits of __consumer_offsets partitions.
+func (b *Broker) handleWriteTxnMarkers(ctx context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
+	r := req.Body.(*kmsg.WriteTxnMarkersRequest)
+	resp := r.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
+	return wire.Response{Deferred: func() wire.Response {
+		wctx, cancel := context.WithTimeout(ctx, markerTimeout)
+		defer cancel()
+		for _, m := range r.Markers {
+			rm := kmsg.NewWriteTxnMarkersResponseMarker()
+			rm.ProducerID = m.ProducerID
+			for _, t := range m.Topics {
+				rt := kmsg.NewWriteTxnMarkersResponseMarkerTopic()
+				rt.Topic = t.Topic
+				for _, p := range t.Partitions {
+					rp := kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
+					rp.Partition = p
+					rp.ErrorCode = errorCode(b.writeMarker(wctx, t.Topic, p, &m))
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				rm.Topics = append(rm.Topics, rt)
+			}
+			resp.Markers = append(resp.Markers, rm)
+		}
+		return respond(resp)
+	}}
+}
+
+// markerTimeout bounds the wait for a marker's replication.
+const markerTimeout = 30 * time.Second
+
+// writeMarker appends one marker to a partition led here.
+func (b *Broker) writeMarker(ctx context.Context, topic string, partition int32, m *kmsg.WriteTxnMarkersRequestMarker) error {
+	p, err := b.hostedPartition(b.image.Load(), topic, partition)
+	if err != nil {
+		return err
+	}
+	res, err := p.AppendMarker(m.ProducerID, m.ProducerEpoch, m.Committed, m.CoordinatorEpoch)
+	if err == nil && res.Pending {
+		err = p.AwaitAcks(ctx, res.Offset+1, -1)
+	}
+	if err != nil {
+		return markerError(err)
+	}
+	return nil
+}
+
+// markerError maps a marker append's error to its Kafka code.
+func markerError(err error) error {
+	switch {
+	case errors.Is(err, producer.ErrInvalidProducerEpoch), errors.Is(err, producer.ErrCoordinatorFenced):
+		return fmt.Errorf("%w: %v", kerr.ErrorForCode(producer.ErrorCode(err)), err)
+	case errors.Is(err, replica.ErrNotLeader):
+		return fmt.Errorf("%w: %v", kerr.NotLeaderForPartition, err)
+	}
+	return storageError(err)
+}
+
+// markerWriter is the coordinator's seam for WriteTxnMarkers: it sends each
+// partition's marker to the partition's leader, this broker included
+// (through the same handler path, without a socket).
+type markerWriter struct {
+	b *Broker
+
+	mu      sync.Mutex
+	clients map[int32]*wire.Client
+}
+
+// WriteMarkers implements txn.MarkerWriter. A partition whose topic is
+// gone counts as done, as in Kafka; any other failure fails the call, and
+// the coordinator retries every partition (a repeated marker for a
+// producer with no open transaction ends nothing).
+func (w *markerWriter) WriteMarkers(ctx context.Context, mk txn.Markers) error {
+	b := w.b
+	img := b.image.Load()
+	byLeader := map[int32][]txn.TopicPartition{}
+	for _, tp := range mk.Partitions {
+		_, part, ok := img.Partition(tp.Topic, tp.Partition)
+		if !ok {
+			continue
+		}
+		if part.Leader < 0 {
+			return fmt.Errorf("%w: %s[%d] has no leader", kerr.LeaderNotAvailable, tp.Topic, tp.Partition)
+		}
+		byLeader[part.Leader] = append(byLeader[part.Leader], tp)
+	}
+	marker := func(tps []txn.TopicPartition) kmsg.WriteTxnMarkersRequestMarker {
+		m := kmsg.NewWriteTxnMarkersRequestMarker()
+		m.ProducerID, m.ProducerEpoch, m.Committed, m.CoordinatorEpoch = mk.ProducerID, mk.ProducerEpoch, mk.Commit, mk.CoordinatorEpoch
+		for _, tp := range tps {
+			if n := len(m.Topics); n > 0 && m.Topics[n-1].Topic == tp.Topic {
+				m.Topics[n-1].Partitions = append(m.Topics[n-1].Partitions, tp.Partition)
+				continue
+			}
+			t := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+			t.Topic, t.Partitions = tp.Topic, []int32{tp.Partition}
+			m.Topics = append(m.Topics, t)
+		}
+		return m
+	}
+	var errs []error
+	for leader, tps := range byLeader {
+		m := marker(tps)
+		if leader == b.nodeID {
+			for _, t := range m.Topics {
+				for _, p := range t.Partitions {
+					if err := b.writeMarker(ctx, t.Topic, p, &m); err != nil && !errors.Is(err, kerr.UnknownTopicOrPartition) {
+						errs = append(errs, fmt.Errorf("%s[%d]: %w", t.Topic, p, err))
+					}
+				}
+			}
+			continue
+		}
+		if err := w.send(ctx, leader, m); err != nil {
+			errs = append(errs, fmt.Errorf("leader %d: %w", leader, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// send sends one WriteTxnMarkers to another broker.
+func (w *markerWriter) send(ctx context.Context, leader int32, m kmsg.WriteTxnMarkersRequestMarker) error {
+	c, err := w.client(leader)
+	if err != nil {
+		return err
+	}
+	req := kmsg.NewPtrWriteTxnMarkersRequest()
+	req.Version = 1
+	req.Markers = []kmsg.WriteTxnMarkersRequestMarker{m}
+	rctx, cancel := context.WithTimeout(ctx, markerTimeout+5*time.Second)
+	defer cancel()
+	kresp, err := c.Request(rctx, req)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, rm := range kresp.(*kmsg.WriteTxnMarkersResponse).Markers {
+		for _, t := range rm.Topics {
+			for _, p := range t.Partitions {
+				if err := kerr.ErrorForCode(p.ErrorCode); err != nil && p.ErrorCode != kerr.UnknownTopicOrPartition.Code {
+					errs = append(errs, fmt.Errorf("%s[%d]: %w", t.Topic, p.Partition, err))
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// client returns the inter-broker client of a broker, made for its
+// current endpoint on the inter-broker listener.
+func (w *markerWriter) client(id int32) (*wire.Client, error) {
+	br := w.b.image.Load().Brokers[id]
+	if br == nil {
+		return nil, fmt.Errorf("%w: broker %d is not registered", kerr.BrokerNotAvailable, id)
+	}
+	ep := br.Endpoint(w.b.interBroker.Name)
+	addr := net.JoinHostPort(ep.Host, strconv.Itoa(int(ep.Port)))
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if c := w.clients[id]; c != nil && c.Addr() == addr {
+		return c, nil
+	} else if c != nil {
+		c.Close()
+	}
+	c := wire.NewClient(addr, "strata-txn-markers-"+itoa(w.b.nodeID))
+	w.clients[id] = c
+	return c, nil
+}
+
+// close closes the inter-broker connections.
+func (w *markerWriter) close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for id, c := range w.clients {
+		c.Close()
+		delete(w.clients, id)
+	}
+}

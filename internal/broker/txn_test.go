@@ -1,0 +1,166 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-io/strata/internal/testutil/poll"
+	"github.com/strata-io/strata/internal/txn"
+)
+
+// txnSettings shrink __transaction_state for a single node's tests.
+var txnSettings = map[string]string{"transaction.state.log.num.partitions": "3"}
+
+// produceTxn produces n records to topic in one transaction of a
+// transactional franz-go client and ends it with commit.
+func produceTxn(t *testing.T, cl *kgo.Client, topic, prefix string, n int, commit bool) {
+	t.Helper()
+	ctx := testContext(t)
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		r := &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "%s-%d", prefix, i)}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatalf("transactional produce: %v", err)
+		}
+	}
+	if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+		t.Fatalf("ending the transaction (commit=%v): %v", commit, err)
+	}
+}
+
+// TestTransactionalProducerCommitsAndAborts drives the coordinator with
+// franz-go's transactional producer: the markers land in the partitions,
+// and the coordinator's state says how each transaction ended.
+func TestTransactionalProducerCommitsAndAborts(t *testing.T) {
+	tb := startBroker(t, txnSettings)
+	adm := newAdmin(t, tb.Addr())
+	createTopic(t, adm, "tx", 2, nil)
+	cl := newClient(t, tb.Addr(), kgo.TransactionalID("tx-1"), kgo.DefaultProduceTopic("tx"))
+
+	produceTxn(t, cl, "tx", "committed", 10, true)
+	produceTxn(t, cl, "tx", "aborted", 5, false)
+	produceTxn(t, cl, "tx", "committed-again", 3, true)
+
+	var md txn.Metadata
+	poll.UntilStatus(t, 30*time.Second, "the last transaction completes", func() (bool, string) {
+		var err error
+		md, err = tb.txns.Describe("tx-1")
+		return err == nil && md.State == txn.CompleteCommit && len(md.Partitions) == 0, fmt.Sprintf("%+v %v", md, err)
+	})
+	// Every record and a marker per transaction and partition written to:
+	// a read_uncommitted consumer sees the 18 records, never the markers.
+	recs := consumeN(t, tb.Addr(), 18, "tx")
+	if len(recs) != 18 {
+		t.Fatalf("read %d records, want 18", len(recs))
+	}
+	for _, r := range recs {
+		if r.ProducerID != md.ProducerID {
+			t.Fatalf("record from producer %d, want %d", r.ProducerID, md.ProducerID)
+		}
+	}
+	// The partitions hold no open transaction once the last markers are
+	// in: the last stable offset is the high watermark.
+	for p := range int32(2) {
+		rp, _ := tb.partition("tx", p)
+		poll.Until(t, 30*time.Second, "the markers are written", func() bool { return rp.LastStableOffset() == rp.HighWatermark() })
+	}
+}
+
+// TestZombieProducerIsFenced: a second producer with the same
+// transactional id fences the first, whose transaction is aborted and
+// whose later requests are refused.
+func TestZombieProducerIsFenced(t *testing.T) {
+	tb := startBroker(t, txnSettings)
+	adm := newAdmin(t, tb.Addr())
+	createTopic(t, adm, "zombie", 1, nil)
+	ctx := testContext(t)
+	old := newClient(t, tb.Addr(), kgo.TransactionalID("z"), kgo.DefaultProduceTopic("zombie"))
+	if err := old.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.ProduceSync(ctx, &kgo.Record{Value: []byte("zombie")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	rp, _ := tb.partition("zombie", 0)
+	if lso := rp.LastStableOffset(); lso != 0 {
+		t.Fatalf("last stable offset %d with a transaction open at 0", lso)
+	}
+
+	// The new instance's InitProducerId aborts the open transaction at a
+	// bumped epoch.
+	fresh := newClient(t, tb.Addr(), kgo.TransactionalID("z"), kgo.DefaultProduceTopic("zombie"))
+	produceTxn(t, fresh, "zombie", "fresh", 2, true)
+	// EndTxn is answered once the commit is decided; the markers follow.
+	poll.Until(t, 30*time.Second, "the markers are written", func() bool { return rp.LastStableOffset() == rp.HighWatermark() })
+
+	// The zombie can neither write nor commit.
+	err := old.ProduceSync(ctx, &kgo.Record{Value: []byte("late")}).FirstErr()
+	if err == nil {
+		err = old.EndTransaction(ctx, kgo.TryCommit)
+	}
+	if !errors.Is(err, kerr.ProducerFenced) && !errors.Is(err, kerr.InvalidProducerEpoch) {
+		t.Fatalf("zombie's write or commit: %v, want PRODUCER_FENCED or INVALID_PRODUCER_EPOCH", err)
+	}
+
+	// Raw EndTxn at the old epoch, v1 and v3: fenced, by the name each
+	// version knows.
+	md, err := tb.txns.Describe("z")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []int16{1, 3} {
+		req := kmsg.NewPtrEndTxnRequest()
+		req.Version = v
+		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = "z", md.ProducerID, md.ProducerEpoch-2, true
+		resp := rawRequest(t, tb.Addr(), req).(*kmsg.EndTxnResponse)
+		want := kerr.ProducerFenced.Code
+		if v < 2 {
+			want = kerr.InvalidProducerEpoch.Code
+		}
+		if resp.ErrorCode != want {
+			t.Fatalf("EndTxn v%d at an old epoch: %v, want %v", v, kerr.ErrorForCode(resp.ErrorCode), kerr.ErrorForCode(want))
+		}
+	}
+}
+
+// TestTransactionTimeoutAborts: a transaction left open past its timeout
+// is aborted by the coordinator, and the producer is fenced.
+func TestTransactionTimeoutAborts(t *testing.T) {
+	settings := map[string]string{"transaction.state.log.num.partitions": "3",
+		"transaction.abort.timed.out.transaction.cleanup.interval.ms": "100"}
+	tb := startBroker(t, settings)
+	adm := newAdmin(t, tb.Addr())
+	createTopic(t, adm, "slow", 1, nil)
+	ctx := testContext(t)
+	cl := newClient(t, tb.Addr(), kgo.TransactionalID("slow"), kgo.DefaultProduceTopic("slow"),
+		kgo.TransactionTimeout(1500*time.Millisecond))
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("never")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	rp, _ := tb.partition("slow", 0)
+	poll.UntilStatus(t, 30*time.Second, "the coordinator aborts the timed-out transaction", func() (bool, string) {
+		md, err := tb.txns.Describe("slow")
+		return err == nil && md.State.String() == "CompleteAbort" && rp.LastStableOffset() == rp.HighWatermark(),
+			fmt.Sprintf("%+v %v", md, err)
+	})
+	if md, _ := tb.txns.Describe("slow"); md.ProducerEpoch != 1 {
+		t.Fatalf("aborted at epoch %d, want the bumped epoch 1", md.ProducerEpoch)
+	}
+	ectx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := cl.EndTransaction(ectx, kgo.TryCommit); err == nil {
+		t.Fatal("committing a transaction the coordinator aborted succeeded")
+	}
+}
