@@ -37,6 +37,13 @@ import (
 // follower long-polls for the log end offset to move.
 // * NOT_LEADER_OR_FOLLOWER carries the current leader (v12+) and its
 // endpoint (v16+, KIP-951).
+// * Fetch from followers (KIP-392, v11+): a consumer's fetch may be served
+// by a follower, up to the high watermark the follower knows (an offset
+// past it and within its log reads nothing; past its log end is
+// OFFSET_OUT_OF_RANGE). With replica.selector.class the rack-aware
+// selector, a leader answers a consumer whose rack (client.rack) has a
+// follower in the ISR holding the fetch offset, and not the leader, with
+// that follower as PreferredReadReplica and no records.
 func init() { register(1, 4, 16, (*Broker).handleFetch) }
 
 func (b *Broker) handleFetch(ctx context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
@@ -134,6 +141,10 @@ type fetchResult struct {
 	limits   []int64              // what bounded their reads (replica.ReadResult.Limit)
 	// replicaID is the fetching follower, or -1 for a consumer.
 	replicaID int32
+	// anyReplica is set for a consumer that may read from a follower
+	// (v11+); redirected when a partition named a preferred read replica,
+	// which is answered at once, as Kafka does.
+	anyReplica, redirected bool
 	// bytesOut and failed count per topic, for the metrics of the pass
 	// that is answered.
 	bytesOut map[string]int64
@@ -143,7 +154,7 @@ type fetchResult struct {
 // moved reports whether any partition has news since the pass read it.
 func (f *fetchResult) moved() bool {
 	for i, p := range f.parts {
-		if p.Limit(f.replicaID >= 0) != f.limits[i] {
+		if p.Limit(f.replicaID >= 0, f.anyReplica) != f.limits[i] {
 			return true
 		}
 	}
@@ -164,7 +175,7 @@ func (b *Broker) countFetch(res fetchResult) wire.Response {
 
 // done reports whether the response can go now.
 func (f *fetchResult) done(r *kmsg.FetchRequest) bool {
-	return r.MaxWaitMillis <= 0 || f.bytes >= int64(r.MinBytes) || f.errors || len(f.parts) == 0
+	return r.MaxWaitMillis <= 0 || f.bytes >= int64(r.MinBytes) || f.errors || f.redirected || len(f.parts) == 0
 }
 
 // fetchOnce reads every requested partition once; reread is set for a
@@ -173,7 +184,9 @@ func (b *Broker) fetchOnce(r *kmsg.FetchRequest, reread bool) fetchResult {
 	resp := r.ResponseKind().(*kmsg.FetchResponse)
 	img := b.image.Load()
 	res := fetchResult{replicaID: fetchReplicaID(r)}
+	res.anyReplica = res.replicaID < 0 && r.Version >= 11
 	st := b.settings.Load()
+	rackAware := res.anyReplica && st.rackAwareReads && r.Rack != ""
 	limit := st.fetchMaxBytes
 	if res.replicaID >= 0 {
 		limit = st.replicaFetchResponseMaxBytes
@@ -203,6 +216,13 @@ func (b *Broker) fetchOnce(r *kmsg.FetchRequest, reread bool) fetchResult {
 			if err == nil {
 				p, err = b.hostedPartition(img, name, rp.Partition)
 			}
+			if err == nil && rackAware {
+				var redirected bool
+				if redirected, err = b.preferReadReplica(img, p, r.Rack, rp, sp); redirected {
+					res.redirected = true
+					continue
+				}
+			}
 			if err == nil {
 				var splice *wire.Splice
 				var limit int64
@@ -211,6 +231,7 @@ func (b *Broker) fetchOnce(r *kmsg.FetchRequest, reread bool) fetchResult {
 					CurrentLeaderEpoch: rp.CurrentLeaderEpoch,
 					MaxBytes:           min(remaining, int64(rp.PartitionMaxBytes)),
 					MinOneBatch:        minOneBatch,
+					AnyReplica:         res.anyReplica,
 				}
 				if res.replicaID >= 0 {
 					rr.Follower = &replica.FollowerRead{ReplicaID: res.replicaID, LastFetchedEpoch: rp.LastFetchedEpoch,
@@ -295,4 +316,34 @@ func readPartition(p *replica.Partition, rr replica.ReadRequest, sp *kmsg.FetchR
 	cookie := wire.NewCookie()
 	sp.RecordBatches = cookie[:]
 	return &wire.Splice{Cookie: cookie, Region: wire.FileRegion{File: res.Region.File, Pos: res.Region.Pos, Len: res.Region.Len}}, res.Limit, nil
+}
+
+// preferReadReplica answers a consumer's fetch of a partition this broker
+// leads with a follower in the consumer's rack to read from instead
+// (RackAwareReplicaSelector), when there is one: PreferredReadReplica,
+// the offsets, no records. It reports whether it did; an error is the
+// leader epoch's fencing.
+func (b *Broker) preferReadReplica(img *metadata.Image, p *replica.Partition, clientRack string, rp *kmsg.FetchRequestTopicPartition, sp *kmsg.FetchResponseTopicPartition) (bool, error) {
+	leader, followers, ok := p.ReadReplicas(rp.FetchOffset)
+	if !ok || len(followers) == 0 {
+		return false, nil
+	}
+	rackOf := func(id int32) string {
+		if br := img.Brokers[id]; br != nil {
+			return br.Rack
+		}
+		return ""
+	}
+	preferred := replica.SelectRackAware(clientRack, rackOf, leader, followers)
+	if preferred < 0 {
+		return false, nil
+	}
+	// As Kafka's, only at the leader epoch the consumer knows.
+	st, err := p.Read(replica.ReadRequest{Offset: rp.FetchOffset, CurrentLeaderEpoch: rp.CurrentLeaderEpoch})
+	if err != nil {
+		return false, storageError(err)
+	}
+	sp.PreferredReadReplica = preferred
+	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = st.HighWatermark, st.HighWatermark, st.LogStartOffset
+	return true, nil
 }

@@ -148,8 +148,9 @@ func TestReplicaFetcher(t *testing.T) {
 }
 
 // TestNotLeaderNamesTheLeader makes the local replica a follower and checks
-// that Produce (v10+) and Fetch (v12+, endpoints v16+) answer
-// NOT_LEADER_OR_FOLLOWER with the leader the image names (KIP-951).
+// that Produce (v10+) and a replica's Fetch (v12+, endpoints v16+) answer
+// NOT_LEADER_OR_FOLLOWER with the leader the image names (KIP-951). A
+// consumer's Fetch v11+ is served by the follower instead (KIP-392).
 func TestNotLeaderNamesTheLeader(t *testing.T) {
 	b := startBroker(t, nil)
 	createTopic(t, newAdmin(t, b.Addr()), "moved", 1, nil)
@@ -174,6 +175,7 @@ func TestNotLeaderNamesTheLeader(t *testing.T) {
 
 	fetch := kmsg.NewPtrFetchRequest()
 	fetch.Version, fetch.MaxBytes = 16, 1<<20
+	fetch.ReplicaState.ID = 3
 	ft := kmsg.NewFetchRequestTopic()
 	ft.TopicID = b.image.Load().Topics["moved"].ID
 	fp := kmsg.NewFetchRequestTopicPartition()
@@ -183,6 +185,11 @@ func TestNotLeaderNamesTheLeader(t *testing.T) {
 	fresp := rawRequest(t, b.Addr(), fetch).(*kmsg.FetchResponse)
 	fpr := fresp.Topics[0].Partitions[0]
 	if fpr.ErrorCode != kerr.NotLeaderForPartition.Code || fpr.CurrentLeader.LeaderID != mp.Leader || len(fresp.Brokers) != 1 {
-		t.Fatalf("fetch: %+v, brokers %+v", fpr, fresp.Brokers)
+		t.Fatalf("replica fetch: %+v, brokers %+v", fpr, fresp.Brokers)
+	}
+	fetch.ReplicaState.ID = -1
+	fresp = rawRequest(t, b.Addr(), fetch).(*kmsg.FetchResponse)
+	if fpr := fresp.Topics[0].Partitions[0]; fpr.ErrorCode != 0 {
+		t.Fatalf("consumer fetch v16 from the follower: %+v", fpr)
 	}
 }

@@ -30,11 +30,19 @@ type settings struct {
 	producerIDExpirationMs int64
 	// recoveryThreads is num.recovery.threads.per.data.dir (1, dynamic).
 	recoveryThreads int
+	// rackAwareReads is replica.selector.class set to
+	// org.apache.kafka.common.replica.RackAwareReplicaSelector (static):
+	// a leader points consumers of another rack at a follower in theirs
+	// (KIP-392).
+	rackAwareReads bool
 	// cleaner holds log.cleaner.backoff.ms, log.cleaner.threads and
 	// log.cleaner.dedupe.buffer.size (dynamic), with
 	// producer.id.expiration.ms.
 	cleaner storage.CleanerSettings
 }
+
+// rackAwareSelector is Kafka's rack-aware replica.selector.class.
+const rackAwareSelector = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 
 // brokerConfigs returns the dynamic broker configuration that applies to
 // this node, lowest precedence first: the cluster-wide default (resource
@@ -79,6 +87,7 @@ func (b *Broker) resolveSettings(img *metadata.Image) *settings {
 		replicaFetchResponseMaxBytes: integer("replica.fetch.response.max.bytes"),
 		producerIDExpirationMs:       integer("producer.id.expiration.ms"),
 		recoveryThreads:              int(integer("num.recovery.threads.per.data.dir")),
+		rackAwareReads:               value("replica.selector.class") == rackAwareSelector,
 	}
 	s.cleaner = storage.CleanerSettings{
 		Backoff:                time.Duration(integer("log.cleaner.backoff.ms")) * time.Millisecond,

@@ -20,6 +20,10 @@ type ReadRequest struct {
 
 	// Follower is set for a follower's fetch, nil for a consumer's.
 	Follower *FollowerRead
+	// AnyReplica lets a consumer read from a follower (Fetch v11+, KIP-392:
+	// Kafka's fetchOnlyLeader is false once the client sends its
+	// metadata): a follower serves it up to the high watermark it knows.
+	AnyReplica bool
 }
 
 // FollowerRead is what a follower's fetch adds. A follower reads up to the
@@ -56,13 +60,15 @@ type ReadResult struct {
 }
 
 // Read reads one partition of a fetch: a consumer's up to the high
-// watermark, a follower's up to the log end offset. It needs the leader, at
-// the caller's leader epoch, and a follower that is one of the partition's
-// replicas. An offset outside the log is ErrOffsetOutOfRange.
+// watermark, a follower's up to the log end offset. It needs the leader
+// (or, for a consumer with AnyReplica, any replica), at the caller's
+// leader epoch, and a follower that is one of the partition's replicas. An
+// offset outside the log is ErrOffsetOutOfRange; on a follower, an offset
+// past its high watermark but in its log reads nothing, as in Kafka.
 func (p *Partition) Read(r ReadRequest) (ReadResult, error) {
 	f := r.Follower
 	p.mu.Lock()
-	_, err := p.fenceLocked(r.CurrentLeaderEpoch, true)
+	_, err := p.fenceLocked(r.CurrentLeaderEpoch, f != nil || !r.AnyReplica)
 	if err == nil && f != nil {
 		err = p.tracker.isReplica(f.ReplicaID)
 	}
@@ -112,14 +118,15 @@ func (p *Partition) Read(r ReadRequest) (ReadResult, error) {
 }
 
 // Limit returns the offset a follower's or a consumer's read is bounded
-// by now, or -1 when this replica no longer leads: a long poll has news
-// once it differs from the ReadResult's.
-func (p *Partition) Limit(follower bool) int64 {
+// by now, or -1 when this replica no longer leads (and, with anyReplica,
+// the consumer may not read from a follower): a long poll has news once it
+// differs from the ReadResult's.
+func (p *Partition) Limit(follower, anyReplica bool) int64 {
 	p.mu.Lock()
 	leader := p.tracker.leader
 	p.mu.Unlock()
 	switch {
-	case !leader:
+	case !leader && (follower || !anyReplica):
 		return -1
 	case follower:
 		return p.log.LogEndOffset()

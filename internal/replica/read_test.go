@@ -77,8 +77,8 @@ func TestReadStopsAtHighWatermark(t *testing.T) {
 	if err := p.AwaitAcks(t.Context(), 3, 1); err != nil {
 		t.Fatal(err)
 	}
-	if p.Limit(false) != 3 {
-		t.Fatalf("limit after the flush: %d", p.Limit(false))
+	if p.Limit(false, false) != 3 {
+		t.Fatalf("limit after the flush: %d", p.Limit(false, false))
 	}
 	res, err = p.Read(ReadRequest{Offset: 1, CurrentLeaderEpoch: 3, MaxBytes: 1 << 20})
 	if err != nil || res.Region.Len == 0 || res.HighWatermark != 3 {

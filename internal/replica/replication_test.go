@@ -343,3 +343,56 @@ func TestFollowerWithAnEmptyEpoch(t *testing.T) {
 		t.Fatalf("a did not catch up: ends at %d", a.log.LogEndOffset())
 	}
 }
+
+// TestConsumerReadsFromFollower reads from a follower as KIP-392 lets a
+// consumer that sent its client metadata: up to the high watermark the
+// follower knows, nothing from there to its log end, OFFSET_OUT_OF_RANGE
+// past that, and the leader epoch still fenced. The leader lists the
+// follower as a read replica once it holds the offset.
+func TestConsumerReadsFromFollower(t *testing.T) {
+	leader, follower := newNode(t, 1, 1), newNode(t, 2, 1)
+	if err := leader.p.BecomeLeader(state(1, 1, 0, []int32{1, 2}, []int32{1, 2})); err != nil {
+		t.Fatal(err)
+	}
+	follower.p.BecomeFollower(state(1, 1, 0, []int32{1, 2}, []int32{1, 2}))
+	if _, err := leader.p.AppendAsLeader(batch(5, -1, 0), 1); err != nil {
+		t.Fatal(err)
+	}
+	// The follower has the records but knows a high watermark of 0.
+	fetchOnce(t, leader, follower)
+	read := func(offset int64) (ReadResult, error) {
+		return follower.p.Read(ReadRequest{Offset: offset, CurrentLeaderEpoch: 1, MaxBytes: 1 << 20, MinOneBatch: true, AnyReplica: true})
+	}
+	if res, err := read(0); err != nil || res.Region.Len != 0 || res.HighWatermark != 0 || res.Limit != 0 {
+		t.Fatalf("read past the follower's high watermark: %+v, %v", res, err)
+	}
+	if _, _, ok := leader.p.ReadReplicas(0); !ok {
+		t.Fatal("the leader lists no read replicas")
+	}
+	fetchOnce(t, leader, follower)
+	if res, err := read(0); err != nil || res.Region.Len == 0 || res.HighWatermark != 5 || follower.p.Limit(false, true) != 5 {
+		t.Fatalf("read below the follower's high watermark: %+v, %v", res, err)
+	}
+	if res, err := read(5); err != nil || res.Region.Len != 0 {
+		t.Fatalf("read at the log end: %+v, %v", res, err)
+	}
+	if _, err := read(6); !errors.Is(err, kerr.OffsetOutOfRange) {
+		t.Fatalf("read past the follower's log end: %v", err)
+	}
+	if _, err := follower.p.Read(ReadRequest{Offset: 0, CurrentLeaderEpoch: 0, MaxBytes: 1, AnyReplica: true}); !errors.Is(err, kerr.FencedLeaderEpoch) {
+		t.Fatalf("read at an old leader epoch: %v", err)
+	}
+	if follower.p.Limit(false, false) != -1 {
+		t.Fatal("a consumer that may not read from a follower has no limit there")
+	}
+	l, fs, _ := leader.p.ReadReplicas(3)
+	if l.ID != 1 || l.LogEndOffset != 5 || len(fs) != 1 || fs[0].ID != 2 || fs[0].LogEndOffset != 5 {
+		t.Fatalf("read replicas at offset 3: leader %+v, followers %+v", l, fs)
+	}
+	if _, fs, _ := leader.p.ReadReplicas(6); len(fs) != 0 {
+		t.Fatalf("read replicas past the follower's log end: %+v", fs)
+	}
+	if _, _, ok := follower.p.ReadReplicas(0); ok {
+		t.Fatal("a follower lists read replicas")
+	}
+}
