@@ -23,7 +23,7 @@ import (
 // cluster is a cluster of strata serve processes on loopback, each a
 // broker and a voter of the metadata quorum (process.roles=broker,controller).
 type cluster struct {
-	t     *testing.T
+	t     testing.TB
 	nodes map[int32]*process
 }
 
@@ -42,7 +42,7 @@ func startCluster(t *testing.T, n int, sets ...string) *cluster {
 
 // startClusterRoles starts one node per entry of roles (process.roles),
 // ids 1 and up; the nodes with the controller role are the voters.
-func startClusterRoles(t *testing.T, roles []string, sets ...string) *cluster {
+func startClusterRoles(t testing.TB, roles []string, sets ...string) *cluster {
 	t.Helper()
 	return startClusterWith(t, roles, nil, sets...)
 }
@@ -53,7 +53,7 @@ type nodeHook func(id int32, clientAddr string) (listeners, sets []string)
 
 // startClusterWith is startClusterRoles with a hook for each node (nil:
 // none).
-func startClusterWith(t *testing.T, roles []string, hook nodeHook, sets ...string) *cluster {
+func startClusterWith(t testing.TB, roles []string, hook nodeHook, sets ...string) *cluster {
 	t.Helper()
 	n := len(roles)
 	c := &cluster{t: t, nodes: map[int32]*process{}}

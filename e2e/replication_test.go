@@ -100,7 +100,7 @@ func (c *cluster) createReplicated(via int32, topic string, partitions int32) {
 
 // logBytes returns the batches of a partition's log in a node's data
 // directory, every segment in order, as stored.
-func logBytes(t *testing.T, dir, topic string, partition int32) []byte {
+func logBytes(t testing.TB, dir, topic string, partition int32) []byte {
 	t.Helper()
 	names, err := filepath.Glob(filepath.Join(dir, fmt.Sprintf("%s-%d", topic, partition), "*.log"))
 	if err != nil {
