@@ -29,7 +29,7 @@ type cluster struct {
 
 // startCluster starts n combined nodes, ids 1..n, and waits until every
 // broker is registered and unfenced.
-func startCluster(t *testing.T, n int, sets ...string) *cluster {
+func startCluster(t testing.TB, n int, sets ...string) *cluster {
 	t.Helper()
 	roles := make([]string, n)
 	for i := range roles {
@@ -293,7 +293,7 @@ func TestClusterOfThree(t *testing.T) {
 
 // consumeN reads a topic from the start until it has n records or 30 s
 // pass, and returns how many it read.
-func consumeN(t *testing.T, seed, topic string, n int) int {
+func consumeN(t testing.TB, seed, topic string, n int) int {
 	t.Helper()
 	cl := client(t, seed, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
