@@ -25,10 +25,15 @@ import (
 // client sees it: each attempt is a new client seeded with that node only
 // (so its idea of the controller comes from that node), sent every 20 ms.
 // The killed node is restarted and rejoins before the next kill.
-// FAILOVER_BENCH_KILLS sets the kills per iteration (20).
+// FAILOVER_BENCH_KILLS sets the kills per iteration (20), and
+// FAILOVER_BENCH_BIN another strata binary to measure (a baseline).
 //
 //	go test ./e2e -run '^$' -bench BenchmarkControllerFailover -benchtime 1x
 func BenchmarkControllerFailover(b *testing.B) {
+	if env := os.Getenv("FAILOVER_BENCH_BIN"); env != "" {
+		defer func(saved string) { binary = saved }(binary)
+		binary = env
+	}
 	kills := 20
 	if env := os.Getenv("FAILOVER_BENCH_KILLS"); env != "" {
 		n, err := strconv.Atoi(env)

@@ -32,7 +32,7 @@ const (
 	dialTimeout   = 2 * time.Second
 	writeTimeout  = 10 * time.Second
 	helloTimeout  = 10 * time.Second
-	maxBackoff    = time.Second
+	maxBackoff    = time.Second // see transport.maxBackoff
 	// peerQueue is how many messages wait for one peer; beyond it Raft's
 	// messages are dropped (Raft retries what matters).
 	peerQueue = 4096
@@ -53,6 +53,11 @@ type transport struct {
 	snapshotDone func(id uint64, ok bool)
 	logger       *slog.Logger
 	dial         func(network, addr string, timeout time.Duration) (net.Conn, error)
+	// minBackoff and maxBackoff bound the wait between failed dials of a
+	// peer, which doubles from one to the other; 50 ms and maxBackoff
+	// when zero. A peer that connects to us is redialed at once, whatever
+	// the wait.
+	minBackoff, maxBackoff time.Duration
 
 	peers map[uint64]*peer
 	stop  chan struct{}
@@ -66,6 +71,9 @@ type peer struct {
 	id    uint64
 	addr  string
 	queue chan *pb.Message
+	// wake ends a wait between dials: the peer connected to us, so it is
+	// up again.
+	wake chan struct{}
 }
 
 func (t *transport) start() {
@@ -75,11 +83,17 @@ func (t *transport) start() {
 	if t.dial == nil {
 		t.dial = net.DialTimeout
 	}
+	if t.minBackoff <= 0 {
+		t.minBackoff = 50 * time.Millisecond
+	}
+	if t.maxBackoff <= 0 {
+		t.maxBackoff = maxBackoff
+	}
 	for id, addr := range t.voters {
 		if id == t.self {
 			continue
 		}
-		p := &peer{id: id, addr: addr, queue: make(chan *pb.Message, peerQueue)}
+		p := &peer{id: id, addr: addr, queue: make(chan *pb.Message, peerQueue), wake: make(chan struct{}, 1)}
 		t.peers[id] = p
 		t.wg.Add(1)
 		go t.runPeer(p)
@@ -116,9 +130,14 @@ func (t *transport) send(msgs []*pb.Message) {
 }
 
 // runPeer keeps a connection to one peer and writes its queue to it.
+// Between failed dials it waits, doubling the wait up to maxBackoff, or
+// until the peer connects to us: a voter that restarted is redialed at
+// once. Without that, a follower that had been backing off from a peer
+// while it was down could not answer its vote request for up to a
+// second, and the election took another round.
 func (t *transport) runPeer(p *peer) {
 	defer t.wg.Done()
-	backoff := 50 * time.Millisecond
+	backoff := t.minBackoff
 	for {
 		conn, err := t.connect(p)
 		if err != nil {
@@ -128,12 +147,15 @@ func (t *transport) runPeer(p *peer) {
 			select {
 			case <-t.stop:
 				return
+			case <-p.wake:
+				backoff = t.minBackoff
+				continue
 			case <-time.After(backoff):
 			}
-			backoff = min(2*backoff, maxBackoff)
+			backoff = min(2*backoff, t.maxBackoff)
 			continue
 		}
-		backoff = 50 * time.Millisecond
+		backoff = t.minBackoff
 		err = t.write(p, conn)
 		conn.Close()
 		if err == nil {
@@ -275,6 +297,12 @@ func (t *transport) serve(conn net.Conn, r *bufio.Reader) error {
 	if ours := t.cluster(); ours != "" && h.ClusterID != "" && h.ClusterID != ours {
 		t.logger.Warn("dropping raft connection from another cluster", "node", h.NodeID, "cluster.id", h.ClusterID, "ours", ours, "addr", conn.RemoteAddr().String())
 		return errDropped
+	}
+	if p := t.peers[h.NodeID]; p != nil {
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
 	}
 	conn.SetReadDeadline(time.Time{})
 	for {
