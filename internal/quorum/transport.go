@@ -156,8 +156,19 @@ func (t *transport) runPeer(p *peer) {
 			continue
 		}
 		backoff = t.minBackoff
-		err = t.write(p, conn)
+		// The peer never writes on this connection: a read that ends
+		// means it is gone (the process died, or restarted). Notice at
+		// once rather than at the next write, which the kernel would
+		// take and lose: a follower writes to another follower only to
+		// answer its vote request, and that answer must not be lost.
+		gone := make(chan struct{})
+		go func() {
+			io.Copy(io.Discard, conn)
+			close(gone)
+		}()
+		err = t.write(p, conn, gone)
 		conn.Close()
+		<-gone
 		if err == nil {
 			return // stopping
 		}
@@ -197,9 +208,9 @@ func (t *transport) connect(p *peer) (net.Conn, error) {
 	return conn, nil
 }
 
-// write sends the peer's queue until the connection fails (the error) or
-// the transport stops (nil).
-func (t *transport) write(p *peer, conn net.Conn) error {
+// write sends the peer's queue until the connection fails or gone is
+// closed (an error), or the transport stops (nil).
+func (t *transport) write(p *peer, conn net.Conn, gone <-chan struct{}) error {
 	w := bufio.NewWriterSize(conn, 64<<10)
 	var frame []byte
 	for {
@@ -207,6 +218,8 @@ func (t *transport) write(p *peer, conn net.Conn) error {
 		select {
 		case <-t.stop:
 			return nil
+		case <-gone:
+			return errPeerClosed
 		case m = <-p.queue:
 		}
 		for {
@@ -256,6 +269,9 @@ func appendFrame(dst []byte, m *pb.Message) ([]byte, error) {
 	binary.BigEndian.PutUint32(dst, uint32(len(dst)-4))
 	return dst, nil
 }
+
+// errPeerClosed ends an outbound connection the peer closed.
+var errPeerClosed = errors.New("quorum: the peer closed the connection")
 
 // errDropped is returned for a connection the transport refuses.
 var errDropped = errors.New("quorum: connection refused")

@@ -97,3 +97,67 @@ func msg(typ pb.MessageType, from, to uint64) *pb.Message {
 	term := uint64(1)
 	return &pb.Message{Type: &typ, From: &from, To: &to, Term: &term}
 }
+
+// TestTransportNoticesAPeerThatRestarts: node 1 has a connection to node
+// 2 and nothing to send; node 2 restarts. Node 1 notices the closed
+// connection at once and dials again, so the next message it sends, the
+// answer to a vote request say, is not written into the dead connection
+// and lost.
+func TestTransportNoticesAPeerThatRestarts(t *testing.T) {
+	ln1, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln1.Close()
+	ln2, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	voters := map[uint64]string{1: ln1.Addr().String(), 2: ln2.Addr().String()}
+	var dials1, got2 atomic.Int32
+	newTransport := func(self uint64) *transport {
+		tr := &transport{self: self, voters: voters, maxFrame: 1 << 20, cluster: func() string { return "" },
+			deliver: func(m *pb.Message) {
+				if self == 2 && m.GetFrom() == 1 {
+					got2.Add(1)
+				}
+			},
+			unreachable: func(uint64) {}, snapshotDone: func(uint64, bool) {}, logger: quiet()}
+		if self == 1 {
+			tr.dial = func(network, addr string, timeout time.Duration) (net.Conn, error) {
+				dials1.Add(1)
+				return net.DialTimeout(network, addr, timeout)
+			}
+		}
+		return tr
+	}
+	t1 := newTransport(1)
+	t1.start()
+	defer t1.close()
+	go serveRaft(t1, ln1)
+	t2 := newTransport(2)
+	t2.start()
+	go serveRaft(t2, ln2)
+	t1.send([]*pb.Message{msg(pb.MsgHeartbeat, 1, 2)})
+	poll.Until(t, 30*time.Second, "the first message at node 2", func() bool { return got2.Load() == 1 })
+	if n := dials1.Load(); n != 1 {
+		t.Fatalf("node 1 dialed node 2 %d times before the restart", n)
+	}
+
+	// Node 2 restarts on the same port.
+	t2.close()
+	ln2.Close()
+	ln2, err = net.Listen("tcp", voters[2])
+	if err != nil {
+		t.Skipf("node 2's port was taken meanwhile: %v", err)
+	}
+	defer ln2.Close()
+	got2.Store(0)
+	t2 = newTransport(2)
+	t2.start()
+	defer t2.close()
+	go serveRaft(t2, ln2)
+	poll.Until(t, 30*time.Second, "node 1 to dial node 2 again", func() bool { return dials1.Load() >= 2 })
+	t1.send([]*pb.Message{msg(pb.MsgHeartbeat, 1, 2)})
+	poll.Until(t, 30*time.Second, "the message after the restart at node 2", func() bool { return got2.Load() == 1 })
+}
