@@ -43,6 +43,13 @@ func startReplicationProxied(t *testing.T, sets ...string) (*cluster, map[int32]
 	return c, proxies
 }
 
+// plainProducer is a producer of uncompressed records (their values can be
+// found in the log files), not idempotent, with no linger.
+func plainProducer(t *testing.T, addr, topic string, acks kgo.Acks, opts ...kgo.Opt) *kgo.Client {
+	return client(t, addr, append([]kgo.Opt{kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(acks),
+		kgo.DisableIdempotentWrite(), kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerLinger(0)}, opts...)...)
+}
+
 // partitionEpoch is a partition's leader and leader epoch, and its
 // topic's id, as node via reports them.
 func (c *cluster) partitionEpoch(via int32, topic string, partition int32) (leader, epoch int32, topicID [16]byte) {
@@ -83,8 +90,7 @@ func TestTruncationToTheDivergencePoint(t *testing.T) {
 	ctx := ctxTimeout(t, 120*time.Second)
 	const committed, tail, after = 100, 20, 30
 	plain := func(addr string, acks kgo.Acks, opts ...kgo.Opt) *kgo.Client {
-		return client(t, addr, append([]kgo.Opt{kgo.DefaultProduceTopic("diverge"), kgo.RequiredAcks(acks),
-			kgo.DisableIdempotentWrite(), kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerLinger(0)}, opts...)...)
+		return plainProducer(t, addr, "diverge", acks, opts...)
 	}
 	old, oldEpoch, topicID := c.partitionEpoch(1, "diverge", 0)
 	strict := plain(c.nodes[old].addr, kgo.AllISRAcks())

@@ -239,6 +239,19 @@ func (o *clientOptions) completeFromCluster(list func(context.Context, *kadm.Cli
 
 // adminRequest connects an admin client and returns it with a context
 // bounded by --timeout; done releases both.
+// adminRequestWith is adminRequest that also returns the kgo client under
+// the kadm one, for the requests kadm does not wrap.
+func (o *clientOptions) adminRequestWith(ctx context.Context) (*kadm.Client, *kgo.Client, context.Context, func(), error) {
+	cl, err := o.client(ctx)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	adm := kadm.NewClient(cl)
+	adm.SetTimeoutMillis(int32(o.timeout / time.Millisecond))
+	rctx, cancel := o.requestContext(ctx)
+	return adm, cl, rctx, func() { cancel(); adm.Close() }, nil
+}
+
 func (o *clientOptions) adminRequest(ctx context.Context) (*kadm.Client, context.Context, func(), error) {
 	adm, err := o.admin(ctx)
 	if err != nil {

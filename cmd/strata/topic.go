@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -30,6 +31,7 @@ func topicCommand() *cobra.Command {
 		topicAlterConfigCommand(o),
 		topicAddPartitionsCommand(o),
 		topicMoveCommand(o),
+		topicElectLeadersCommand(o),
 		topicProduceCommand(o),
 		topicConsumeCommand(o),
 	)
@@ -218,6 +220,11 @@ type partitionInfo struct {
 	LeaderEpoch int32   `json:"leader_epoch"`
 	Replicas    []int32 `json:"replicas"`
 	ISR         []int32 `json:"isr"`
+	// ELR are the eligible leader replicas and LastKnownELR the last
+	// known leader (KIP-966, DescribeTopicPartitions); nil when the
+	// cluster does not tell.
+	ELR          []int32 `json:"elr"`
+	LastKnownELR []int32 `json:"last_known_elr"`
 	// OfflineReplicas are the replicas on brokers that are fenced or
 	// gone (Metadata's OfflineReplicas).
 	OfflineReplicas []int32 `json:"offline_replicas"`
@@ -245,16 +252,16 @@ func topicDescribeCommand(o *clientOptions) *cobra.Command {
 	var allConfigs bool
 	cmd := &cobra.Command{
 		Use:               "describe TOPIC...",
-		Short:             "Show partitions (leader, replicas, ISR, offsets) and the configs that are not default",
+		Short:             "Show partitions (leader, replicas, ISR, ELR, offsets) and the configs that are not default",
 		Args:              cobra.MinimumNArgs(1),
 		ValidArgsFunction: completeTopics(o),
 		RunE: func(cmd *cobra.Command, topics []string) error {
-			adm, ctx, done, err := o.adminRequest(cmd.Context())
+			adm, cl, ctx, done, err := o.adminRequestWith(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer done()
-			descs, err := describeTopics(ctx, o, adm, topics, allConfigs)
+			descs, err := describeTopics(ctx, o, adm, cl, topics, allConfigs)
 			if err != nil {
 				return err
 			}
@@ -278,7 +285,7 @@ func topicDescribeCommand(o *clientOptions) *cobra.Command {
 }
 
 // describeTopics gathers metadata, log start and end offsets, and configs.
-func describeTopics(ctx context.Context, o *clientOptions, adm *kadm.Client, topics []string, allConfigs bool) ([]topicDescription, error) {
+func describeTopics(ctx context.Context, o *clientOptions, adm *kadm.Client, cl *kgo.Client, topics []string, allConfigs bool) ([]topicDescription, error) {
 	md, err := adm.ListTopicsWithInternal(ctx, topics...)
 	if err != nil {
 		return nil, o.requestError("describing topics", err)
@@ -304,6 +311,7 @@ func describeTopics(ctx context.Context, o *clientOptions, adm *kadm.Client, top
 	if err != nil {
 		return nil, o.requestError("describing topic configs", err)
 	}
+	elrs := eligibleLeaders(ctx, cl, topics)
 	var out []topicDescription
 	for _, t := range topics {
 		td := md[t]
@@ -318,6 +326,9 @@ func describeTopics(ctx context.Context, o *clientOptions, adm *kadm.Client, top
 			}
 			if p.Err != nil {
 				pi.Error = kafkaError(p.Err)
+			}
+			if e, ok := elrs[topicPartition{t, p.Partition}]; ok {
+				pi.ELR, pi.LastKnownELR = orEmpty(e.EligibleLeaderReplicas), orEmpty(e.LastKnownELR)
 			}
 			if lo, ok := starts.Lookup(t, p.Partition); ok && lo.Err == nil {
 				pi.LogStart = lo.Offset
@@ -409,13 +420,13 @@ func printTopicDescription(w io.Writer, d topicDescription) error {
 	}
 	fmt.Fprintln(w)
 	withErrors := slices.ContainsFunc(d.Partitions, func(p partitionInfo) bool { return p.Error != "" })
-	header := []string{"PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "OFFLINE", "LOG-START", "HIGH-WATERMARK"}
+	header := []string{"PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "ELR", "LAST-KNOWN-ELR", "OFFLINE", "LOG-START", "HIGH-WATERMARK"}
 	if withErrors {
 		header = append(header, "ERROR")
 	}
 	t = newTable(w, header...)
 	for _, p := range d.Partitions {
-		row := []any{p.Partition, leaderString(p.Leader), p.LeaderEpoch, ints(p.Replicas), ints(p.ISR), ints(p.OfflineReplicas),
+		row := []any{p.Partition, leaderString(p.Leader), p.LeaderEpoch, ints(p.Replicas), ints(p.ISR), ints(p.ELR), ints(p.LastKnownELR), ints(p.OfflineReplicas),
 			offsetString(p.LogStart), offsetString(p.HighWatermark)}
 		if withErrors {
 			row = append(row, p.Error)
@@ -594,4 +605,42 @@ func topicAddPartitionsCommand(o *clientOptions) *cobra.Command {
 	cmd.Flags().IntVarP(&add, "num", "n", 0, "how many partitions to add")
 	_ = cmd.MarkFlagRequired("num")
 	return cmd
+}
+
+// topicPartition names a partition.
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
+// eligibleLeaders asks for the topics' partitions with
+// DescribeTopicPartitions (KIP-966), following its cursor, for their
+// eligible leader replicas. A cluster that does not answer it leaves them
+// unknown.
+func eligibleLeaders(ctx context.Context, cl *kgo.Client, topics []string) map[topicPartition]kmsg.DescribeTopicPartitionsResponseTopicPartition {
+	out := map[topicPartition]kmsg.DescribeTopicPartitionsResponseTopicPartition{}
+	req := kmsg.NewPtrDescribeTopicPartitionsRequest()
+	for _, t := range topics {
+		rt := kmsg.NewDescribeTopicPartitionsRequestTopic()
+		rt.Topic = t
+		req.Topics = append(req.Topics, rt)
+	}
+	for range 1000 {
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			return out
+		}
+		for _, rt := range resp.Topics {
+			for _, p := range rt.Partitions {
+				if rt.Topic != nil {
+					out[topicPartition{*rt.Topic, p.Partition}] = p
+				}
+			}
+		}
+		if resp.NextCursor == nil {
+			break
+		}
+		req.Cursor = &kmsg.DescribeTopicPartitionsRequestCursor{Topic: resp.NextCursor.Topic, Partition: resp.NextCursor.Partition}
+	}
+	return out
 }

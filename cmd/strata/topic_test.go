@@ -55,6 +55,7 @@ func TestTopicCreateListDescribeDelete(t *testing.T) {
 			want = 4
 		}
 		if p.Leader < 0 || len(p.Replicas) != 1 || len(p.ISR) != 1 || p.OfflineReplicas == nil || len(p.OfflineReplicas) != 0 ||
+			p.ELR == nil || len(p.ELR) != 0 || p.LastKnownELR == nil || len(p.LastKnownELR) != 0 ||
 			p.LogStart != 0 || p.HighWatermark != want || p.Error != "" {
 			t.Fatalf("describe partition %+v: want a leader, one replica in sync, none offline, log start 0, high watermark %d", p, want)
 		}
@@ -69,7 +70,7 @@ func TestTopicCreateListDescribeDelete(t *testing.T) {
 		t.Fatalf("--all-configs shows %d configs, no more than the %d non-default ones", len(all.Configs), len(d.Configs))
 	}
 	text := ok(t, "", "topic", "describe", name)
-	for _, want := range []string{"PARTITION", "LEADER", "REPLICAS", "ISR", "OFFLINE", "LOG-START", "HIGH-WATERMARK", "retention.ms"} {
+	for _, want := range []string{"PARTITION", "LEADER", "REPLICAS", "ISR", "ELR", "LAST-KNOWN-ELR", "OFFLINE", "LOG-START", "HIGH-WATERMARK", "retention.ms"} {
 		if !strings.Contains(text, want) {
 			t.Fatalf("describe text lacks %q:\n%s", want, text)
 		}

@@ -206,6 +206,9 @@ func New(opts Options) (*Broker, error) {
 		return nil, fmt.Errorf("broker: opening %s: %w", b.dir, err)
 	}
 	b.applySettings(b.resolveSettings(nil))
+	// The first registration tells the controller whether this broker
+	// stopped cleanly last time (KIP-966).
+	b.brokerEpoch.Store(b.logs.CleanShutdownBrokerEpoch())
 	b.logger.Info("logs loaded", "dir", b.dir, "partitions", len(b.logs.Logs()), "duration", time.Since(start).Round(time.Millisecond))
 
 	if cluster.Roles.Broker {
@@ -344,8 +347,13 @@ func (b *Broker) openControllerOver(q controller.Quorum) error {
 		SnapshotBytes:            b.cfg.Int("metadata.log.max.record.bytes.between.snapshots"),
 		SessionTimeout:           time.Duration(b.cfg.Int("broker.session.timeout.ms")) * time.Millisecond,
 		Now:                      b.now,
-		ValidateTopicConfig:      config.ValidateTopicConfig,
-		ValidateBrokerConfig:     validateDynamicBrokerConfig,
+		Policy: controller.Policy{MinInsyncReplicas: int(b.cfg.Int("min.insync.replicas")),
+			UncleanLeaderElection: b.cfg.Bool("unclean.leader.election.enable")},
+		AutoLeaderRebalance:                b.cfg.Bool("auto.leader.rebalance.enable"),
+		LeaderImbalanceCheckInterval:       time.Duration(b.cfg.Int("leader.imbalance.check.interval.seconds")) * time.Second,
+		LeaderImbalancePerBrokerPercentage: int(b.cfg.Int("leader.imbalance.per.broker.percentage")),
+		ValidateTopicConfig:                config.ValidateTopicConfig,
+		ValidateBrokerConfig:               validateDynamicBrokerConfig,
 	}, q, b.logger, b.applyImage)
 	if err != nil {
 		return err
@@ -671,6 +679,7 @@ func (b *Broker) Close() error {
 		b.controllerListener.Close()
 		b.controllerServer.Close()
 	}
+	b.logs.SetBrokerEpoch(b.brokerEpoch.Load())
 	err := b.logs.Close()
 	b.logger.Info("broker stopped", "duration", time.Since(start).Round(time.Millisecond), "err", err)
 	return err

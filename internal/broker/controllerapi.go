@@ -169,7 +169,7 @@ func (b *Broker) handleBrokerRegistration(ctx context.Context, _ *wire.Conn, req
 			b.logger.Warn("refusing the registration of a broker of another cluster", "node", r.BrokerID, "cluster.id", r.ClusterID)
 			return resp
 		}
-		reg := controller.Registration{NodeID: r.BrokerID, IncarnationID: metadata.UUID(r.IncarnationID)}
+		reg := controller.Registration{NodeID: r.BrokerID, IncarnationID: metadata.UUID(r.IncarnationID), PreviousBrokerEpoch: r.PreviousBrokerEpoch}
 		if r.Rack != nil {
 			reg.Rack = *r.Rack
 		}

@@ -15,7 +15,7 @@ import (
 func (c *Controller) RegisterBroker(ctx context.Context, reg Registration) (int64, error) {
 	var epoch int64
 	_, err := c.propose(ctx, func(img *metadata.Image) ([]metadata.Record, error) {
-		records, e, err := planRegister(img, c.live, reg, c.cfg.Now(), c.cfg.NodeID)
+		records, e, err := planRegister(img, c.cfg.Policy, c.live, reg, c.cfg.Now(), c.cfg.NodeID)
 		epoch = e
 		return records, err
 	})
@@ -27,7 +27,7 @@ func (c *Controller) RegisterBroker(ctx context.Context, reg Registration) (int6
 func (c *Controller) Heartbeat(ctx context.Context, hb Heartbeat) (HeartbeatReply, error) {
 	var reply HeartbeatReply
 	_, err := c.propose(ctx, func(img *metadata.Image) ([]metadata.Record, error) {
-		records, r, err := planHeartbeat(img, c.live, hb, c.cfg.Now())
+		records, r, err := planHeartbeat(img, c.cfg.Policy, c.live, hb, c.cfg.Now())
 		reply = r
 		return records, err
 	})
@@ -39,7 +39,7 @@ func (c *Controller) Heartbeat(ctx context.Context, hb Heartbeat) (HeartbeatRepl
 func (c *Controller) AlterPartition(ctx context.Context, req PartitionAlter) (AlterResult, error) {
 	var res AlterResult
 	_, err := c.propose(ctx, func(img *metadata.Image) ([]metadata.Record, error) {
-		records, r, err := planAlterPartition(img, req)
+		records, r, err := planAlterPartition(img, c.cfg.Policy, req)
 		res = r
 		return records, err
 	})
@@ -53,11 +53,13 @@ func (c *Controller) AlterPartition(ctx context.Context, req PartitionAlter) (Al
 }
 
 // runFencer fences, while this node is the active controller, the brokers
-// whose session expired; it checks a few times per session timeout.
+// whose session expired; it checks a few times per session timeout. It
+// also runs the automatic preferred-leader elections when they are due.
 func (c *Controller) runFencer() {
 	defer c.done.Done()
 	t := time.NewTicker(max(c.cfg.SessionTimeout/8, 50*time.Millisecond))
 	defer t.Stop()
+	rebalance := rebalanceClock{interval: c.cfg.LeaderImbalanceCheckInterval}
 	for {
 		select {
 		case <-c.stop:
@@ -69,11 +71,27 @@ func (c *Controller) runFencer() {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.SessionTimeout)
 		_, err := c.propose(ctx, func(img *metadata.Image) ([]metadata.Record, error) {
-			return planFenceExpired(img, c.live, c.cfg.Now()), nil
+			return planFenceExpired(img, c.cfg.Policy, c.live, c.cfg.Now()), nil
 		})
 		cancel()
 		if err != nil && !IsNotController(err) {
 			c.logger.Warn("fencing expired brokers", "err", err)
+		}
+		if c.cfg.AutoLeaderRebalance && rebalance.interval > 0 && rebalance.due(c.cfg.Now()) {
+			ctx, cancel := context.WithTimeout(context.Background(), c.cfg.SessionTimeout)
+			moved := 0
+			_, err := c.propose(ctx, func(img *metadata.Image) ([]metadata.Record, error) {
+				records := planRebalance(img, c.cfg.Policy, c.cfg.LeaderImbalancePerBrokerPercentage)
+				moved = len(records)
+				return records, nil
+			})
+			cancel()
+			switch {
+			case err != nil && !IsNotController(err):
+				c.logger.Warn("electing preferred leaders", "err", err)
+			case err == nil && moved > 0:
+				c.logger.Info("preferred leaders elected", "partitions", moved)
+			}
 		}
 	}
 }

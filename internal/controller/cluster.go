@@ -43,6 +43,9 @@ type Registration struct {
 	// Listeners are the broker's endpoints, the one clients use first.
 	Listeners []metadata.Endpoint
 	Rack      string
+	// PreviousBrokerEpoch is the epoch the node had when it last shut
+	// down cleanly, or -1 after an unclean shutdown (or none before).
+	PreviousBrokerEpoch int64
 }
 
 // planRegister registers a broker, fenced until it has caught up with the
@@ -52,7 +55,9 @@ type Registration struct {
 // node id cannot both run, unless the node is self, the active
 // controller's own: the process that runs this controller is the only one
 // with that id, so its old incarnation is gone (a single node restarting).
-func planRegister(img *metadata.Image, live *liveness, reg Registration, now time.Time, self int32) ([]metadata.Record, int64, error) {
+// A new incarnation whose PreviousBrokerEpoch is not the registered epoch
+// shut down uncleanly: it leaves the ISRs and ELRs (KIP-966).
+func planRegister(img *metadata.Image, pol Policy, live *liveness, reg Registration, now time.Time, self int32) ([]metadata.Record, int64, error) {
 	if len(reg.Listeners) == 0 {
 		return nil, -1, fmt.Errorf("%w: a broker registration without listeners", kerr.InvalidRequest)
 	}
@@ -73,10 +78,13 @@ func planRegister(img *metadata.Image, live *liveness, reg Registration, now tim
 		NodeID: reg.NodeID, Host: reg.Listeners[0].Host, Port: reg.Listeners[0].Port, Listeners: reg.Listeners, Rack: reg.Rack,
 		IncarnationID: reg.IncarnationID, Epoch: epoch, Fenced: true,
 	}}}
-	if ok && !old.Fenced {
+	switch {
+	case ok && reg.PreviousBrokerEpoch != old.Epoch:
+		records = append(uncleanShutdownChanges(img, pol, reg.NodeID), records...)
+	case ok && !old.Fenced:
 		// The old incarnation is gone without being fenced: its
 		// leaderships move now.
-		records = append(leaderChangesWithout(img, reg.NodeID, false), records...)
+		records = append(leaderChangesWithout(img, pol, reg.NodeID, false), records...)
 	}
 	return records, epoch, nil
 }
@@ -104,7 +112,7 @@ type HeartbeatReply struct {
 // with its leaderships moved to other in-sync replicas, until it leads
 // nothing that has another eligible replica, when it is fenced and told to
 // shut down.
-func planHeartbeat(img *metadata.Image, live *liveness, hb Heartbeat, now time.Time) ([]metadata.Record, HeartbeatReply, error) {
+func planHeartbeat(img *metadata.Image, pol Policy, live *liveness, hb Heartbeat, now time.Time) ([]metadata.Record, HeartbeatReply, error) {
 	b, ok := img.Brokers[hb.NodeID]
 	if !ok || b.Epoch != hb.Epoch {
 		return nil, HeartbeatReply{}, fmt.Errorf("%w: node %d epoch %d is not the registered one", kerr.StaleBrokerEpoch, hb.NodeID, hb.Epoch)
@@ -121,14 +129,14 @@ func planHeartbeat(img *metadata.Image, live *liveness, hb Heartbeat, now time.T
 		if !b.InControlledShutdown {
 			records = append(records, change(nil, &yes))
 		}
-		moves := leaderChangesWithout(img, b.NodeID, false)
+		moves := leaderChangesWithout(img, pol, b.NodeID, false)
 		records = append(records, moves...)
 		if len(moves) == 0 {
 			// Nothing left to move (what it still leads has no other
 			// eligible replica): it may stop, fenced.
 			reply.ShouldShutDown = true
 			if !b.Fenced {
-				records = append(records, leaderChangesWithout(img, b.NodeID, true)...)
+				records = append(records, leaderChangesWithout(img, pol, b.NodeID, true)...)
 				records = append(records, change(&yes, nil))
 			}
 			reply.IsFenced = true
@@ -139,19 +147,23 @@ func planHeartbeat(img *metadata.Image, live *liveness, hb Heartbeat, now time.T
 			return nil, reply, nil
 		}
 		reply.IsFenced = true
-		return append(leaderChangesWithout(img, b.NodeID, true), change(&yes, nil)), reply, nil
+		return append(leaderChangesWithout(img, pol, b.NodeID, true), change(&yes, nil)), reply, nil
 	case b.Fenced && reply.IsCaughtUp:
 		reply.IsFenced = false
 		records := []metadata.Record{change(&no, &no)}
-		return append(records, leaderChangesWith(img, b.NodeID)...), reply, nil
+		return append(records, leaderChangesWith(img, pol, b.NodeID)...), reply, nil
 	}
 	return nil, reply, nil
 }
 
 // planFenceExpired fences the unfenced brokers whose session expired, and
-// moves their leaderships.
-func planFenceExpired(img *metadata.Image, live *liveness, now time.Time) []metadata.Record {
+// moves their leaderships; then it elects a leader where one can be had
+// (a topic that allows unclean elections now, say).
+func planFenceExpired(img *metadata.Image, pol Policy, live *liveness, now time.Time) []metadata.Record {
 	var records []metadata.Record
+	// Each broker's changes are planned against the image after the
+	// previous one's.
+	cur := img
 	yes := true
 	for _, id := range slices.Sorted(maps.Keys(img.Brokers)) {
 		b := img.Brokers[id]
@@ -167,66 +179,90 @@ func planFenceExpired(img *metadata.Image, live *liveness, now time.Time) []meta
 		if live.alive(id, now) {
 			continue
 		}
-		records = append(records, leaderChangesWithout(img, id, true)...)
-		records = append(records, metadata.Record{BrokerChange: &metadata.BrokerChangeRecord{NodeID: id, Epoch: b.Epoch, Fenced: &yes}})
+		fenced := append(leaderChangesWithout(cur, pol, id, true), metadata.Record{BrokerChange: &metadata.BrokerChangeRecord{NodeID: id, Epoch: b.Epoch, Fenced: &yes}})
+		next, err := cur.Apply(cur.Offset, fenced...)
+		if err != nil {
+			panic(fmt.Sprintf("controller: invariant: fencing records do not apply: %v", err))
+		}
+		records, cur = append(records, fenced...), next
 	}
-	return records
+	return append(records, planLeaderless(cur, pol)...)
 }
 
 // leaderChangesWithout moves leadership and ISR membership away from a
 // broker that is being fenced, is shutting down or came back as a new
-// process: a partition it leads gets the first other eligible ISR member in
-// replica order, and it leaves the ISR of every partition that has another
-// member. A partition it leads with no other eligible ISR member goes
-// offline (leader -1, ISR kept, so it returns when an ISR member does) when
-// offline is set, and keeps its leader otherwise.
-func leaderChangesWithout(img *metadata.Image, id int32, offline bool) []metadata.Record {
+// process: a partition it leads gets another leader from the ISR (or the
+// ELR, or an unclean one where the topic allows it), and it leaves every
+// ISR, for the ELR when the ISR is then below min.insync.replicas. A
+// partition it leads with no other leader goes offline (leader -1) when
+// offline is set, and keeps its leader, ISR and all, otherwise.
+func leaderChangesWithout(img *metadata.Image, pol Policy, id int32, offline bool) []metadata.Record {
 	var records []metadata.Record
 	eachPartition(img, func(t *metadata.Topic, index int32, p *metadata.Partition) {
-		if !slices.Contains(p.Replicas, id) {
+		if p.Leader != id && !slices.Contains(p.ISR, id) {
 			return
 		}
-		change := &metadata.PartitionChangeRecord{TopicID: t.ID, Partition: index}
-		if p.Leader == id {
-			if leader := electLeader(img, p, id); leader >= 0 || offline {
-				change.Leader = &leader
-			}
+		c := newChange(img, pol, t, index, p)
+		c.isr, c.remove = without(p.ISR, id), id
+		rec := c.build()
+		if rec == nil || !offline && p.Leader == id && rec.Leader != nil && *rec.Leader < 0 {
+			return
 		}
-		if isr := slices.DeleteFunc(slices.Clone(p.ISR), func(r int32) bool { return r == id }); len(isr) > 0 && len(isr) < len(p.ISR) &&
-			(p.Leader != id || change.Leader != nil && *change.Leader >= 0) {
-			// The last in-sync replica stays in the ISR, and so does a
-			// leader that keeps its leadership.
-			change.ISR = isr
-		}
-		if change.ISR != nil || change.Leader != nil {
-			records = append(records, metadata.Record{PartitionChange: change})
-		}
+		records = append(records, metadata.Record{PartitionChange: rec})
 	})
 	return records
 }
 
-// leaderChangesWith gives a broker that was just unfenced the leadership
-// of the partitions without a leader whose ISR holds it.
-func leaderChangesWith(img *metadata.Image, id int32) []metadata.Record {
+// leaderChangesWith elects leaders, now that broker id is being unfenced,
+// for the partitions it is a replica of that have none.
+func leaderChangesWith(img *metadata.Image, pol Policy, id int32) []metadata.Record {
 	var records []metadata.Record
 	eachPartition(img, func(t *metadata.Topic, index int32, p *metadata.Partition) {
-		if p.Leader < 0 && slices.Contains(p.ISR, id) {
-			leader := id
-			records = append(records, metadata.Record{PartitionChange: &metadata.PartitionChangeRecord{TopicID: t.ID, Partition: index, Leader: &leader}})
+		if p.Leader >= 0 || !slices.Contains(p.Replicas, id) {
+			return
+		}
+		c := newChange(img, pol, t, index, p)
+		c.add = id
+		if rec := c.build(); rec != nil && rec.Leader != nil && *rec.Leader >= 0 {
+			records = append(records, metadata.Record{PartitionChange: rec})
 		}
 	})
 	return records
 }
 
-// electLeader returns the first ISR member in replica order that is
-// eligible and not except, or -1.
-func electLeader(img *metadata.Image, p *metadata.Partition, except int32) int32 {
-	for _, r := range p.Replicas {
-		if r != except && slices.Contains(p.ISR, r) && img.Brokers[r].Eligible() {
-			return r
+// planLeaderless elects a leader for every partition without one that can
+// have one now.
+func planLeaderless(img *metadata.Image, pol Policy) []metadata.Record {
+	var records []metadata.Record
+	eachPartition(img, func(t *metadata.Topic, index int32, p *metadata.Partition) {
+		if p.Leader >= 0 {
+			return
 		}
-	}
-	return -1
+		if rec := newChange(img, pol, t, index, p).build(); rec != nil && rec.Leader != nil && *rec.Leader >= 0 {
+			records = append(records, metadata.Record{PartitionChange: rec})
+		}
+	})
+	return records
+}
+
+// uncleanShutdownChanges takes a broker that restarted after an unclean
+// shutdown out of the ISRs and ELRs of its partitions with other
+// replicas, and moves what it led: its log may have lost the unflushed
+// records that the others have. A single replica has no other copy and
+// stays as it is.
+func uncleanShutdownChanges(img *metadata.Image, pol Policy, id int32) []metadata.Record {
+	var records []metadata.Record
+	eachPartition(img, func(t *metadata.Topic, index int32, p *metadata.Partition) {
+		if len(p.Replicas) < 2 || p.Leader != id && !slices.Contains(p.ISR, id) && !slices.Contains(p.ELR, id) {
+			return
+		}
+		c := newChange(img, pol, t, index, p)
+		c.isr, c.remove, c.uncleanShutdown = without(p.ISR, id), id, id
+		if rec := c.build(); rec != nil {
+			records = append(records, metadata.Record{PartitionChange: rec})
+		}
+	})
+	return records
 }
 
 // eachPartition calls fn for every partition, topics in name order.
@@ -259,7 +295,7 @@ type AlterResult struct {
 
 // planAlterPartition checks an ISR change its leader asks for, as Kafka's
 // ReplicationControlManager does, and returns its record.
-func planAlterPartition(img *metadata.Image, req PartitionAlter) ([]metadata.Record, AlterResult, error) {
+func planAlterPartition(img *metadata.Image, pol Policy, req PartitionAlter) ([]metadata.Record, AlterResult, error) {
 	t, p, ok := img.Partition(req.Topic, req.Partition)
 	if !ok {
 		return nil, AlterResult{}, fmt.Errorf("%w: %s-%d", kerr.UnknownTopicOrPartition, req.Topic, req.Partition)
@@ -293,11 +329,19 @@ func planAlterPartition(img *metadata.Image, req PartitionAlter) ([]metadata.Rec
 	if slices.Equal(req.NewISR, p.ISR) {
 		return nil, current, nil
 	}
-	isr := slices.Clone(req.NewISR)
 	if p.Reassigning() {
-		records, res := planReassigningISR(img, t, req.Partition, p, isr)
+		records, res := planReassigningISR(img, t, req.Partition, p, slices.Clone(req.NewISR))
 		return records, res, nil
 	}
-	rec := metadata.Record{PartitionChange: &metadata.PartitionChangeRecord{TopicID: t.ID, Partition: req.Partition, ISR: isr}}
-	return []metadata.Record{rec}, AlterResult{Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch + 1, ISR: isr}, nil
+	c := newChange(img, pol, t, req.Partition, p)
+	c.isr, c.election = slices.Clone(req.NewISR), electNone
+	rec := c.build()
+	if rec == nil {
+		return nil, current, nil
+	}
+	isr := p.ISR
+	if rec.ISR != nil {
+		isr = rec.ISR
+	}
+	return []metadata.Record{{PartitionChange: rec}}, AlterResult{Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch + 1, ISR: isr}, nil
 }

@@ -89,6 +89,18 @@ type Config struct {
 	// (20 MiB): the applied entry bytes after which the image is
 	// snapshotted and the Raft log compacted behind it.
 	SnapshotBytes int64
+	// Policy holds the static defaults of the topic settings elections
+	// depend on.
+	Policy Policy
+	// AutoLeaderRebalance is auto.leader.rebalance.enable (true): every
+	// LeaderImbalanceCheckInterval (leader.imbalance.check.interval.seconds,
+	// 300 s) the active controller gives preferred replicas back their
+	// leadership where a broker leads fewer than
+	// LeaderImbalancePerBrokerPercentage
+	// (leader.imbalance.per.broker.percentage, 10) of those it prefers.
+	AutoLeaderRebalance                bool
+	LeaderImbalanceCheckInterval       time.Duration
+	LeaderImbalancePerBrokerPercentage int
 	// ValidateTopicConfig checks a topic-level key and value.
 	ValidateTopicConfig func(key, value string) error
 	// ValidateBrokerConfig checks a dynamic broker key and value.

@@ -81,7 +81,9 @@ type Topic struct {
 
 // Partition is a partition's replica assignment and leadership.
 type Partition struct {
-	Replicas       []int32
+	Replicas []int32
+	// ISR is empty only when its last member was fenced (KIP-966): the
+	// replicas that were in sync are then in ELR.
 	ISR            []int32
 	Leader         int32 // -1 when there is none
 	LeaderEpoch    int32
@@ -93,6 +95,16 @@ type Partition struct {
 	// removing ones.
 	AddingReplicas   []int32
 	RemovingReplicas []int32
+	// ELR are KIP-966's eligible leader replicas: replicas that left the
+	// ISR while it was smaller than min.insync.replicas and shut down
+	// cleanly since, so that they hold every committed record (the high
+	// watermark does not advance under min.insync.replicas). When the ISR
+	// is empty the leader is elected from them.
+	ELR []int32
+	// LastKnownELR is the last leader of a partition left without a
+	// leader, ISR or ELR (Kafka's "balanced" recovery elects it when it
+	// returns).
+	LastKnownELR []int32
 }
 
 // Reassigning reports whether a reassignment is in progress.
@@ -186,6 +198,7 @@ func (img *Image) apply(r *Record, offset int64) error {
 			Replicas: p.Replicas, ISR: p.ISR, Leader: p.Leader,
 			LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch,
 			AddingReplicas: p.AddingReplicas, RemovingReplicas: p.RemovingReplicas,
+			ELR: p.ELR, LastKnownELR: p.LastKnownELR,
 		})
 	case r.PartitionChange != nil:
 		c := r.PartitionChange
@@ -203,6 +216,12 @@ func (img *Image) apply(r *Record, offset int64) error {
 		}
 		if c.ISR != nil {
 			p.ISR = c.ISR
+		}
+		if c.ELR != nil {
+			p.ELR = c.ELR
+		}
+		if c.LastKnownELR != nil {
+			p.LastKnownELR = c.LastKnownELR
 		}
 		if c.Replicas != nil {
 			p.Replicas = c.Replicas
@@ -337,7 +356,7 @@ func (img *Image) Records() []Record {
 		for i, p := range t.Partitions {
 			out = append(out, Record{Partition: &PartitionRecord{
 				TopicID: t.ID, Partition: int32(i), Replicas: p.Replicas, ISR: p.ISR, Leader: p.Leader,
-				LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch,
+				LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, ELR: p.ELR, LastKnownELR: p.LastKnownELR,
 				AddingReplicas: p.AddingReplicas, RemovingReplicas: p.RemovingReplicas,
 			}})
 		}

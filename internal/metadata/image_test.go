@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -172,5 +173,39 @@ func TestReassignmentReplicas(t *testing.T) {
 		ISR: []int32{2, 3, 4}, AddingReplicas: &[]int32{}, RemovingReplicas: &[]int32{}}})
 	if _, p, _ := done.Partition("orders", 0); p.Reassigning() || p.AddingReplicas != nil || p.RemovingReplicas != nil {
 		t.Fatalf("after completion: %+v", p)
+	}
+}
+
+// TestEligibleLeaderReplicas: a change record tells an ISR or ELR it
+// empties from one it leaves alone, through its encoding, and a snapshot
+// keeps the ELR and the last known leader.
+func TestEligibleLeaderReplicas(t *testing.T) {
+	id := NewUUID()
+	none := int32(-1)
+	img := replay(t, Empty(),
+		Record{Topic: &TopicRecord{Name: "orders", ID: id}},
+		Record{Partition: &PartitionRecord{TopicID: id, Partition: 0, Replicas: []int32{1, 2, 3}, ISR: []int32{1}, Leader: 1, ELR: []int32{2}}},
+	)
+	for _, r := range []Record{
+		{PartitionChange: &PartitionChangeRecord{TopicID: id, Partition: 0, Leader: &none, ISR: []int32{}, ELR: []int32{2, 1}, LastKnownELR: []int32{1}}},
+		{PartitionChange: &PartitionChangeRecord{TopicID: id, Partition: 0}},
+	} {
+		k, v, err := r.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		decoded, err := Decode(k, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		img = replay(t, img, decoded)
+	}
+	_, p, _ := img.Partition("orders", 0)
+	if p.ISR == nil || len(p.ISR) != 0 || !slices.Equal(p.ELR, []int32{2, 1}) || !slices.Equal(p.LastKnownELR, []int32{1}) || p.Leader != -1 {
+		t.Fatalf("partition after the changes: %+v", p)
+	}
+	rebuilt := replay(t, Empty(), img.Records()...)
+	if _, q, _ := rebuilt.Partition("orders", 0); !slices.Equal(q.ELR, p.ELR) || !slices.Equal(q.LastKnownELR, p.LastKnownELR) || len(q.ISR) != 0 {
+		t.Fatalf("from the snapshot: %+v, want %+v", q, p)
 	}
 }

@@ -110,17 +110,26 @@ type PartitionRecord struct {
 	// being reassigned (KIP-455); see Partition.
 	AddingReplicas   []int32 `json:"addingReplicas,omitempty"`
 	RemovingReplicas []int32 `json:"removingReplicas,omitempty"`
+	// ELR and LastKnownELR are KIP-966's eligible leader replicas and
+	// last known leader (see Partition).
+	ELR          []int32 `json:"eligibleLeaderReplicas,omitempty"`
+	LastKnownELR []int32 `json:"lastKnownElr,omitempty"`
 }
 
-// PartitionChangeRecord changes a partition's leader, ISR or replicas. Nil
-// fields are unchanged. Any leader change bumps the leader epoch; every
-// change bumps the partition epoch.
+// PartitionChangeRecord changes a partition's leader, ISR, eligible leader
+// replicas or replicas. Nil fields are unchanged; an empty, non-nil list
+// empties the field (the ISR is empty while its last member is fenced,
+// KIP-966). Any leader change bumps the leader epoch; every change bumps
+// the partition epoch.
 type PartitionChangeRecord struct {
 	TopicID   UUID    `json:"topicId"`
 	Partition int32   `json:"partition"`
 	Leader    *int32  `json:"leader,omitempty"`
-	ISR       []int32 `json:"isr,omitempty"`
-	Replicas  []int32 `json:"replicas,omitempty"`
+	ISR       []int32 `json:"isr,omitzero"`
+	// ELR and LastKnownELR replace the partition's (see Partition).
+	ELR          []int32 `json:"eligibleLeaderReplicas,omitzero"`
+	LastKnownELR []int32 `json:"lastKnownElr,omitzero"`
+	Replicas     []int32 `json:"replicas,omitempty"`
 	// AddingReplicas and RemovingReplicas replace the partition's when
 	// set; an empty list clears them (the reassignment completed or was
 	// cancelled). They are pointers so that "unchanged" and "none" differ

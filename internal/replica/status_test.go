@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strata-io/strata/internal/storage"
 	"github.com/strata-io/strata/internal/testutil/poll"
 )
 
@@ -39,13 +40,17 @@ func TestReplicationStatus(t *testing.T) {
 	if r := b.p.Replication(); r.Leader || r.UnderReplicated() || r.UnderMinISR() || r.FetcherLag != -1 {
 		t.Fatalf("follower before its first fetch: %+v", r)
 	}
+	// Under min.insync.replicas the high watermark stays (KIP-966); with
+	// min.insync.replicas=1 it is 10 (the ISR is the leader alone), and b
+	// gets one batch per fetch of 1 byte.
+	if err := a.p.SetSettings(Settings{MinInsyncReplicas: 1, Log: storage.DefaultConfig()}); err != nil {
+		t.Fatal(err)
+	}
 	for range 2 {
 		if _, err := a.p.AppendAsLeader(batch(5, -1, 0), 1); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// The high watermark is 10 (the ISR is the leader alone); b gets one
-	// batch per fetch of 1 byte.
 	fetchLimited := func() {
 		pos := b.p.FetchPosition()
 		res, err := a.p.Read(ReadRequest{Offset: pos.FetchOffset, CurrentLeaderEpoch: 1, MaxBytes: 1, MinOneBatch: true,

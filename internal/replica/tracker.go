@@ -389,6 +389,7 @@ func (t *tracker) alterPartitionDone(change *ISRChange, partitionEpoch int32, er
 		}
 		t.isr, t.partitionEpoch, t.pending = change.ISR, partitionEpoch, nil
 		eff := t.maybeAdvance(nowMs)
+		eff.acks = append(eff.acks, t.failAcksUnderMinISR()...)
 		eff.committed = change
 		return eff
 	}
@@ -426,6 +427,23 @@ func (t *tracker) cancelAck(id uint64) {
 	t.acks = slices.DeleteFunc(t.acks, func(a ackWait) bool { return a.id == id })
 }
 
+// failAcksUnderMinISR answers every waiting produce with
+// NOT_ENOUGH_REPLICAS_AFTER_APPEND once the ISR is below
+// min.insync.replicas: the high watermark will not pass them before it
+// grows back (maybeAdvance), and the producer may as well retry.
+func (t *tracker) failAcksUnderMinISR() []ackDone {
+	if len(t.isr) >= min(t.minInsync, len(t.replicas)) || len(t.acks) == 0 {
+		return nil
+	}
+	err := fmt.Errorf("%w: %d in sync, min.insync.replicas is %d", ErrNotEnoughReplicasAfterAppend, len(t.isr), t.minInsync)
+	done := make([]ackDone, len(t.acks))
+	for i, a := range t.acks {
+		done[i] = ackDone{a.id, err}
+	}
+	t.acks = t.acks[:0]
+	return done
+}
+
 // completeAcks answers the produces the high watermark has passed.
 func (t *tracker) completeAcks() []ackDone {
 	n := 0
@@ -449,7 +467,13 @@ func (t *tracker) completeAcks() []ackDone {
 
 // maybeAdvance raises the high watermark to the smallest log end offset
 // over the maximal ISR and the caught-up followers, if that is higher.
+// Under min.insync.replicas (capped at the replicas there are) it stays
+// (KIP-966): the replicas that left the ISR then are eligible leaders, and
+// must hold every committed record.
 func (t *tracker) maybeAdvance(nowMs int64) effects {
+	if len(t.isr) < min(t.minInsync, len(t.replicas)) {
+		return effects{}
+	}
 	hw := t.committable
 	isr := t.maximalISR()
 	for id, f := range t.followers {

@@ -3,6 +3,7 @@ package storage
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -99,8 +100,13 @@ type Manager struct {
 	cleanerDone chan struct{} // closed when the cleaner's loop ends
 
 	recoveryThreads atomic.Int64
-	cleaner         atomic.Pointer[CleanerSettings]
-	cleanerChanged  chan struct{} // signalled (without blocking) by SetCleanerSettings
+	// cleanShutdownBrokerEpoch is the broker epoch the clean-shutdown
+	// marker held when the directory was opened (-1: unclean, or none
+	// written); brokerEpoch the one Close writes in it.
+	cleanShutdownBrokerEpoch int64
+	brokerEpoch              atomic.Int64
+	cleaner                  atomic.Pointer[CleanerSettings]
+	cleanerChanged           chan struct{} // signalled (without blocking) by SetCleanerSettings
 }
 
 // CleanerSettings are the log cleaner's broker keys that may change while
@@ -180,6 +186,11 @@ func OpenManager(fs vfs.FS, dir string, opts ManagerOptions) (*Manager, error) {
 	highWatermarks := m.readCheckpoint(HighWatermarkCheckpointFile)
 	markerPath := filepath.Join(dir, CleanShutdownFile)
 	clean := vfs.Exists(fs, markerPath)
+	m.cleanShutdownBrokerEpoch = -1
+	m.brokerEpoch.Store(-1)
+	if clean {
+		m.cleanShutdownBrokerEpoch = readCleanShutdownEpoch(fs, markerPath)
+	}
 
 	names, err := fs.List(dir)
 	if err != nil {
@@ -752,10 +763,40 @@ func (m *Manager) Close() error {
 		addErr(l.Offline())
 	})
 	if len(errs) == 0 {
-		if err := vfs.WriteFileAtomic(m.fs, filepath.Join(m.dir, CleanShutdownFile), nil); err != nil {
+		var marker []byte
+		if e := m.brokerEpoch.Load(); e >= 0 {
+			marker = fmt.Appendf(nil, `{"version":0,"broker_epoch":%d}`, e)
+		}
+		if err := vfs.WriteFileAtomic(m.fs, filepath.Join(m.dir, CleanShutdownFile), marker); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	m.logger.Info("closed log directory", "dir", m.dir, "logs", len(logs), "clean", len(errs) == 0)
 	return errors.Join(errs...)
+}
+
+// CleanShutdownBrokerEpoch is the broker epoch written in the clean-shutdown
+// marker the directory was opened with: the epoch the broker had when it
+// last stopped cleanly, for its next registration's PreviousBrokerEpoch
+// (KIP-966). -1 after an unclean shutdown, or when the marker held none.
+func (m *Manager) CleanShutdownBrokerEpoch() int64 { return m.cleanShutdownBrokerEpoch }
+
+// SetBrokerEpoch sets the broker epoch that a clean Close writes in the
+// clean-shutdown marker (Kafka's {"version":0,"broker_epoch":N}).
+func (m *Manager) SetBrokerEpoch(epoch int64) { m.brokerEpoch.Store(epoch) }
+
+// readCleanShutdownEpoch reads the broker epoch of a clean-shutdown marker,
+// -1 when it holds none.
+func readCleanShutdownEpoch(fs vfs.FS, path string) int64 {
+	data, err := vfs.ReadFile(fs, path)
+	if err != nil || len(data) == 0 {
+		return -1
+	}
+	var marker struct {
+		BrokerEpoch *int64 `json:"broker_epoch"`
+	}
+	if json.Unmarshal(data, &marker) != nil || marker.BrokerEpoch == nil {
+		return -1
+	}
+	return *marker.BrokerEpoch
 }

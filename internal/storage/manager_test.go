@@ -299,3 +299,38 @@ func TestCreatedLogSurvivesCrashOnceFlushed(t *testing.T) {
 		t.Fatalf("leader epoch after the crash: %d %v, want 3", epoch, ok)
 	}
 }
+
+// TestCleanShutdownBrokerEpoch: a clean Close leaves the broker epoch in
+// the clean-shutdown marker, which the next opening reports once; a
+// directory opened after a crash (no marker) reports -1.
+func TestCleanShutdownBrokerEpoch(t *testing.T) {
+	dir := t.TempDir()
+	opts := ManagerOptions{Logger: quietLogger(), Default: testConfig()}
+	open := func() *Manager {
+		t.Helper()
+		m, err := OpenManager(vfs.Default, dir, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	m := open()
+	if e := m.CleanShutdownBrokerEpoch(); e != -1 {
+		t.Fatalf("a new directory reports broker epoch %d", e)
+	}
+	m.SetBrokerEpoch(42)
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m = open()
+	if e := m.CleanShutdownBrokerEpoch(); e != 42 {
+		t.Fatalf("after a clean close with epoch 42: %d", e)
+	}
+	// Not closed: the next opening finds no marker.
+	m.closeLogs()
+	m = open()
+	defer m.Close()
+	if e := m.CleanShutdownBrokerEpoch(); e != -1 {
+		t.Fatalf("after a crash: %d", e)
+	}
+}
