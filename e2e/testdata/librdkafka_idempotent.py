@@ -1,18 +1,22 @@
 """Produce numbered records with librdkafka's idempotent producer.
 
-Usage: librdkafka_idempotent.py ADDR TOPIC PARTITIONS N
+Usage: librdkafka_idempotent.py ADDR TOPIC PARTITIONS N [RATE]
 
 Record i goes to partition i % PARTITIONS with the value
 "<partition>:<sequence>", the sequence counting that partition's records
-from 0. Prints one JSON object: how many records were acknowledged and
+from 0, at most RATE records a second when RATE is given (a failover test
+kills a leader meanwhile). ADDR may list several brokers, comma-separated.
+Prints one JSON object: how many records were acknowledged and
 failed, the first errors, and any fatal error.
 """
 import json
 import sys
+import time
 
 from confluent_kafka import KafkaError, Producer
 
 addr, topic, partitions, n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+rate = float(sys.argv[5]) if len(sys.argv) > 5 else 0
 acked = 0
 failed = 0
 errors = []
@@ -52,7 +56,13 @@ producer = Producer({
     "error_cb": on_error,
 })
 seq = [0] * partitions
+start = time.monotonic()
 for i in range(n):
+    if rate > 0 and i % 100 == 0:
+        ahead = start + i / rate - time.monotonic()
+        if ahead > 0:
+            time.sleep(ahead)
+        producer.poll(0)
     p = i % partitions
     value = ("%d:%d" % (p, seq[p])).encode()
     seq[p] += 1
