@@ -30,6 +30,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strata-io/strata/internal/auth"
 	"github.com/strata-io/strata/internal/config"
 	"github.com/strata-io/strata/internal/controller"
 	"github.com/strata-io/strata/internal/group"
@@ -123,10 +124,16 @@ type Broker struct {
 	metrics       *metrics.Broker
 	admin         *metrics.AdminServer
 
-	listener    net.Listener
-	advertised  config.Listener
-	interBroker config.Listener
-	zeroCopy    bool
+	// listeners are the bound client listeners, the client listener
+	// first; interBrokerListener is the one of inter.broker.listener.name.
+	listeners           []*brokerListener
+	interBrokerListener *brokerListener
+	// principalMapper maps client certificates to principals
+	// (ssl.principal.mapping.rules).
+	principalMapper *auth.PrincipalMapper
+	advertised      config.Listener
+	interBroker     config.Listener
+	zeroCopy        bool
 
 	ctx    context.Context // canceled by Close, once requests are done
 	cancel context.CancelFunc
@@ -180,6 +187,9 @@ func New(opts Options) (*Broker, error) {
 		return nil, err
 	}
 	b.cluster = cluster
+	if b.principalMapper, err = auth.ParseMappingRules(cfg.String("ssl.principal.mapping.rules")); err != nil {
+		return nil, err
+	}
 	b.incarnation = metadata.NewUUID()
 	if err := b.checkMetaProperties(); err != nil {
 		return nil, err
@@ -212,16 +222,10 @@ func New(opts Options) (*Broker, error) {
 	b.logger.Info("logs loaded", "dir", b.dir, "partitions", len(b.logs.Logs()), "duration", time.Since(start).Round(time.Millisecond))
 
 	if cluster.Roles.Broker {
-		ln, err := net.Listen("tcp", cluster.Client.Addr())
-		if err != nil {
+		if err := b.listen(cluster); err != nil {
+			b.closeListeners()
 			b.logs.Close()
-			return nil, fmt.Errorf("broker: listening on %s: %w", cluster.Client.Addr(), err)
-		}
-		b.listener = ln
-		b.advertised = b.advertisedListener(*cluster.Client, ln.Addr().(*net.TCPAddr))
-		b.interBroker = b.advertised
-		if ib := cluster.InterBroker; ib != nil && ib.Name != cluster.Client.Name {
-			b.interBroker = b.advertisedListenerNamed(*ib)
+			return nil, err
 		}
 	}
 	if cluster.Controller != nil {
@@ -247,7 +251,8 @@ func New(opts Options) (*Broker, error) {
 	// Before the metadata is replayed: the partitions it opens follow
 	// their leaders and send their ISR changes to the controller.
 	b.fetchers = newReplicaFetchers(b.fetcherConfig(), b.logger)
-	b.fetchers.dial = func(addr string, nodeID int32) (leaderClient, error) { return dialLeader(addr, nodeID, b.dial) }
+	ibOpts := b.interBrokerOpts()
+	b.fetchers.dial = func(addr string, nodeID int32) (leaderClient, error) { return dialLeader(addr, nodeID, b.dial, ibOpts...) }
 	if !cluster.Alone {
 		b.isr = controllerAlterer{b}
 	}
@@ -388,9 +393,7 @@ func (b *Broker) abort() {
 		b.controllerListener.Close()
 		b.controllerServer.Close()
 	}
-	if b.listener != nil {
-		b.listener.Close()
-	}
+	b.closeListeners()
 	b.wg.Wait()
 	b.logs.Close()
 }
@@ -483,22 +486,6 @@ func (b *Broker) allocateProducerIDs() (int64, error) {
 	return r.ProducerIDStart, nil
 }
 
-// advertisedListener is advertised.listeners' first entry, or the bound
-// listener with its real port (listeners may say port 0) and, for a
-// wildcard host, this machine's name.
-func (b *Broker) advertisedListener(l config.Listener, bound *net.TCPAddr) config.Listener {
-	if adv, err := config.ParseListeners(b.cfg.List("advertised.listeners")); err == nil && len(adv) > 0 {
-		return adv[0]
-	}
-	l.Port = int32(bound.Port)
-	if l.Host == "" || l.Host == "0.0.0.0" || l.Host == "::" {
-		if h, err := os.Hostname(); err == nil {
-			l.Host = h
-		}
-	}
-	return l
-}
-
 // Addr returns the address clients are told to use.
 func (b *Broker) Addr() string { return b.advertised.Addr() }
 
@@ -525,13 +512,16 @@ func (b *Broker) Start() error {
 		b.admin = admin
 	}
 	if b.cluster.Roles.Broker {
-		b.wg.Add(2)
-		go func() {
-			defer b.wg.Done()
-			if err := b.server.Serve(b.listener); err != nil && !errors.Is(err, wire.ErrServerClosed) {
-				b.logger.Error("listener stopped", "err", err)
-			}
-		}()
+		for _, bl := range b.listeners {
+			b.wg.Add(1)
+			go func() {
+				defer b.wg.Done()
+				if err := b.server.ServeNamed(bl.ln, bl.Name); err != nil && !errors.Is(err, wire.ErrServerClosed) {
+					b.logger.Error("listener stopped", "listener", bl.Name, "err", err)
+				}
+			}()
+		}
+		b.wg.Add(1)
 		go func() {
 			defer b.wg.Done()
 			b.runHeartbeats(b.heartbeatCtx)
@@ -544,8 +534,11 @@ func (b *Broker) Start() error {
 	}()
 	b.logs.Start()
 	listener := ""
-	if b.listener != nil {
-		listener = b.listener.Addr().String()
+	for i, bl := range b.listeners {
+		if i > 0 {
+			listener += ","
+		}
+		listener += bl.Name + "://" + bl.ln.Addr().String()
 	}
 	controllerListener := ""
 	if b.controllerListener != nil {

@@ -18,7 +18,7 @@ import (
 // UNSUPPORTED_ENDPOINT_TYPE.
 func init() { register(60, 0, 1, (*Broker).handleDescribeCluster) }
 
-func (b *Broker) handleDescribeCluster(_ context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
+func (b *Broker) handleDescribeCluster(_ context.Context, conn *wire.Conn, req *wire.Request) wire.Response {
 	r := req.Body.(*kmsg.DescribeClusterRequest)
 	resp := r.ResponseKind().(*kmsg.DescribeClusterResponse)
 	if r.Version >= 1 && r.EndpointType != 1 && r.EndpointType != 2 {
@@ -33,7 +33,8 @@ func (b *Broker) handleDescribeCluster(_ context.Context, _ *wire.Conn, req *wir
 	for _, id := range img.BrokerIDs() {
 		br := img.Brokers[id]
 		rb := kmsg.NewDescribeClusterResponseBroker()
-		rb.NodeID, rb.Host, rb.Port = br.NodeID, br.Host, br.Port
+		ep := br.Endpoint(b.clientListenerName(conn))
+		rb.NodeID, rb.Host, rb.Port = br.NodeID, ep.Host, ep.Port
 		if br.Rack != "" {
 			rack := br.Rack
 			rb.Rack = &rack

@@ -32,9 +32,10 @@ func (b *Broker) fetcherConfig() replica.FetcherConfig {
 type leaderClient struct{ cl *kgo.Client }
 
 // dialLeader returns a client for the broker at addr, as node nodeID,
-// connecting with dial.
-func dialLeader(addr string, nodeID int32, dial func(ctx context.Context, network, addr string) (net.Conn, error)) (leaderClient, error) {
-	opts := []kgo.Opt{kgo.SeedBrokers(addr), kgo.ClientID("strata-replica-fetcher-" + itoa(nodeID))}
+// connecting with dial; opts add the inter-broker listener's security
+// (TLS, SASL).
+func dialLeader(addr string, nodeID int32, dial func(ctx context.Context, network, addr string) (net.Conn, error), opts ...kgo.Opt) (leaderClient, error) {
+	opts = append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.ClientID("strata-replica-fetcher-" + itoa(nodeID))}, opts...)
 	if dial != nil {
 		opts = append(opts, kgo.Dialer(dial))
 	}

@@ -21,7 +21,7 @@ import (
 // first use. Share groups (key type 2) are INVALID_REQUEST.
 func init() { register(10, 0, 6, (*Broker).handleFindCoordinator) }
 
-func (b *Broker) handleFindCoordinator(_ context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
+func (b *Broker) handleFindCoordinator(_ context.Context, conn *wire.Conn, req *wire.Request) wire.Response {
 	r := req.Body.(*kmsg.FindCoordinatorRequest)
 	resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	keys := r.CoordinatorKeys
@@ -33,6 +33,13 @@ func (b *Broker) handleFindCoordinator(_ context.Context, _ *wire.Conn, req *wir
 		c.Key = key
 		c.NodeID, c.Port = -1, -1
 		err := b.findCoordinator(r.CoordinatorType, key, &c)
+		if err == nil {
+			// The coordinator's endpoint on the listener the client uses.
+			if br := b.image.Load().Brokers[c.NodeID]; br != nil {
+				ep := br.Endpoint(b.clientListenerName(conn))
+				c.Host, c.Port = ep.Host, ep.Port
+			}
+		}
 		if err != nil {
 			c.ErrorCode = errorCode(err)
 			c.ErrorMessage = errorMessage(err)

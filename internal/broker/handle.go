@@ -51,6 +51,10 @@ func (b *Broker) Handle(ctx context.Context, c *wire.Conn, req *wire.Request) wi
 		// wire refuses keys outside Versions; reaching here is a bug.
 		panic(fmt.Sprintf("broker: invariant: request for unregistered API key %d", req.Key))
 	}
+	if _, err := b.sessionOf(c); err != nil {
+		b.logger.Info("refusing connection", "remote", c.RemoteAddr(), "listener", c.Listener(), "err", err)
+		return wire.Response{NoResponse: true, Close: true}
+	}
 	return a.handle(b, ctx, c, req)
 }
 

@@ -60,12 +60,12 @@ func (b *Broker) register(ctx context.Context) (int64, error) {
 	}
 }
 
-// endpoints are this broker's registered listeners: the client one first,
-// then the inter-broker one when it differs.
+// endpoints are this broker's registered listeners, the client one first.
 func (b *Broker) endpoints() []metadata.Endpoint {
-	out := []metadata.Endpoint{{Name: b.advertised.Name, Host: b.advertised.Host, Port: b.advertised.Port}}
-	if ib := b.interBroker; ib.Name != "" && ib.Name != b.advertised.Name {
-		out = append(out, metadata.Endpoint{Name: ib.Name, Host: ib.Host, Port: ib.Port})
+	out := make([]metadata.Endpoint, 0, len(b.listeners))
+	for _, bl := range b.listeners {
+		a := bl.advertised
+		out = append(out, metadata.Endpoint{Name: bl.Name, Host: a.Host, Port: a.Port})
 	}
 	return out
 }

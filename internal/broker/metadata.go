@@ -39,7 +39,7 @@ const TransactionStateTopic = "__transaction_state"
 
 func isInternalTopic(name string) bool { return name == OffsetsTopic || name == TransactionStateTopic }
 
-func (b *Broker) handleMetadata(_ context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
+func (b *Broker) handleMetadata(_ context.Context, conn *wire.Conn, req *wire.Request) wire.Response {
 	r := req.Body.(*kmsg.MetadataRequest)
 	resp := r.ResponseKind().(*kmsg.MetadataResponse)
 	img := b.image.Load()
@@ -67,7 +67,8 @@ func (b *Broker) handleMetadata(_ context.Context, _ *wire.Conn, req *wire.Reque
 	for _, id := range img.BrokerIDs() {
 		br := img.Brokers[id]
 		mb := kmsg.NewMetadataResponseBroker()
-		mb.NodeID, mb.Host, mb.Port = br.NodeID, br.Host, br.Port
+		ep := br.Endpoint(b.clientListenerName(conn))
+		mb.NodeID, mb.Host, mb.Port = br.NodeID, ep.Host, ep.Port
 		if br.Rack != "" {
 			rack := br.Rack
 			mb.Rack = &rack

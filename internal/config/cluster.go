@@ -82,6 +82,9 @@ type Cluster struct {
 	// InterBroker is the listener brokers reach each other on
 	// (inter.broker.listener.name, or Client).
 	InterBroker *Listener
+	// Listeners are all of listeners, each with its security protocol;
+	// Brokers those that are not controller listeners, Client first.
+	Listeners, Brokers []Listener
 }
 
 // Cluster returns the node's role in the cluster, or an error naming the
@@ -104,17 +107,36 @@ func (s *Server) Cluster() (Cluster, error) {
 	if err != nil {
 		return c, err
 	}
+	protocols, err := s.ProtocolMap()
+	if err != nil {
+		return c, err
+	}
 	controllerNames := s.List("controller.listener.names")
+	for i := range controllerNames {
+		controllerNames[i] = strings.ToUpper(controllerNames[i])
+	}
+	for i := range listeners {
+		l := &listeners[i]
+		proto, ok := protocols[l.Name]
+		if !ok {
+			return c, fmt.Errorf("%w: listener.security.protocol.map: listener %s has no security protocol", ErrInvalid, l.Name)
+		}
+		l.Protocol = proto
+	}
 	for i := range listeners {
 		l := &listeners[i]
 		if slices.Contains(controllerNames, l.Name) {
 			if c.Controller == nil {
 				c.Controller = l
 			}
-		} else if c.Client == nil {
-			c.Client = l
+		} else {
+			if c.Client == nil {
+				c.Client = l
+			}
+			c.Brokers = append(c.Brokers, *l)
 		}
 	}
+	c.Listeners = listeners
 	switch {
 	case len(voters) == 0 && !c.Roles.Controller:
 		return c, fmt.Errorf("%w: controller.quorum.voters: a node with process.roles=broker needs the controllers it follows", ErrInvalid)

@@ -126,6 +126,9 @@ func Load(opts LoadOptions) (*Server, error) {
 // does not show them) with a warning.
 func (s *Server) Set(name, value string, src Source) error {
 	k, ok := serverIndex[name]
+	if !ok && strings.HasPrefix(name, listenerPrefix) {
+		return s.setListenerKey(name, value, src)
+	}
 	if !ok {
 		if why, ignored := IgnoredServerKeys[name]; ignored {
 			s.Warnings = append(s.Warnings, fmt.Sprintf("%s is ignored: %s", name, why))

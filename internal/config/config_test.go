@@ -40,7 +40,7 @@ func TestDefaults(t *testing.T) {
 func TestPrecedence(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "server.properties")
-	props := "# a comment\nnode.id=7\nlog.dirs = /var/a\nnum.partitions: 3\nlog.retention.hours=1\nsome.unknown.key=1\nnum.io.threads=8\nlisteners=PLAINTEXT://127.0.0.1:1,\\\n  OTHER://127.0.0.1:2\n"
+	props := "# a comment\nnode.id=7\nlog.dirs = /var/a\nnum.partitions: 3\nlog.retention.hours=1\nsome.unknown.key=1\nnum.io.threads=8\nlisteners=PLAINTEXT://127.0.0.1:1,\\\n  SSL://127.0.0.1:2\n"
 	if err := os.WriteFile(file, []byte(props), 0o644); err != nil {
 		t.Fatal(err)
 	}

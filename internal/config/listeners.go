@@ -10,8 +10,11 @@ import (
 // Listener is one entry of listeners or advertised.listeners.
 type Listener struct {
 	Name string // PLAINTEXT, or a named listener
-	Host string
-	Port int32
+	// Protocol is the listener's security protocol from
+	// listener.security.protocol.map; set by Server.Cluster only.
+	Protocol string
+	Host     string
+	Port     int32
 }
 
 // Addr returns host:port.

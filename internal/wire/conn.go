@@ -31,10 +31,16 @@ const (
 // Conn is one client connection. Handlers receive it with each request;
 // its methods may be called from any goroutine.
 type Conn struct {
-	server *Server
-	id     uint64
-	nc     net.Conn
-	log    *slog.Logger
+	server   *Server
+	id       uint64
+	nc       net.Conn
+	log      *slog.Logger
+	listener string // the name given to ServeNamed
+
+	// maxRequestSize is the largest frame the reader accepts now: the
+	// server's limit, or a smaller one the handler sets (SASL before
+	// authentication).
+	maxRequestSize atomic.Int32
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -86,6 +92,7 @@ func newConn(s *Server, nc net.Conn) *Conn {
 		br:     bufio.NewReaderSize(nc, readBufferSize),
 		bw:     bufio.NewWriterSize(nc, writeBufferSize),
 	}
+	c.maxRequestSize.Store(s.cfg.MaxRequestSize)
 	c.log = s.log.With("conn", c.id, "remote", addrString(nc.RemoteAddr()))
 	c.ctx, c.cancel = context.WithCancel(s.ctx)
 	if tcp, ok := nc.(*net.TCPConn); ok && canSendfile && !s.cfg.CopySplices {
@@ -98,6 +105,19 @@ func newConn(s *Server, nc net.Conn) *Conn {
 
 // ID is unique among the server's connections.
 func (c *Conn) ID() uint64 { return c.id }
+
+// Listener is the name of the listener the connection came in on (see
+// Server.ServeNamed); "" for Serve.
+func (c *Conn) Listener() string { return c.listener }
+
+// SetMaxRequestSize changes the largest request frame the connection
+// accepts from its next request on, capped at Config.MaxRequestSize. A
+// handler lowers it before a client has authenticated, so that an
+// unauthenticated client cannot make the broker allocate large frames
+// (Kafka's sasl.server.max.receive.size), and raises it after.
+func (c *Conn) SetMaxRequestSize(n int32) {
+	c.maxRequestSize.Store(max(minFrameSize, min(n, c.server.cfg.MaxRequestSize)))
+}
 
 // RemoteAddr is the client's address.
 func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
@@ -170,6 +190,11 @@ func (c *Conn) armReadDeadline() {
 // serve runs the reader (on the calling goroutine) and the writer.
 func (c *Conn) serve() {
 	c.log.Debug("wire: connection opened", "local", addrString(c.nc.LocalAddr()))
+	if tc, ok := c.nc.(*tls.Conn); ok && !c.handshake(tc) {
+		c.Close()
+		c.server.untrack(c)
+		return
+	}
 	go c.writeLoop()
 	defer close(c.queue)
 	for {
@@ -184,6 +209,24 @@ func (c *Conn) serve() {
 			return
 		}
 	}
+}
+
+// handshake runs a TLS connection's handshake before its first request,
+// within the idle timeout (a client that connects and says nothing is
+// idle), so that a refused certificate is logged as such.
+func (c *Conn) handshake(tc *tls.Conn) bool {
+	ctx := c.ctx
+	if idle := c.server.cfg.IdleTimeout; idle > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, idle)
+		defer cancel()
+	}
+	if err := tc.HandshakeContext(ctx); err != nil {
+		// Kafka logs a failed SSL handshake as a failed authentication.
+		c.log.Info("wire: TLS handshake failed; closing connection", "listener", c.listener, "err", err)
+		return false
+	}
+	return true
 }
 
 // readRequest reads, decodes and handles the next request. It returns false
@@ -206,7 +249,7 @@ func (c *Conn) readRequest() (*inflight, bool) {
 		c.readFailed(err)
 		return nil, false
 	}
-	f, err := readFrame(c.br, s.cfg.MaxRequestSize)
+	f, err := readFrame(c.br, c.maxRequestSize.Load())
 	if err != nil {
 		c.readFailed(err)
 		return nil, false

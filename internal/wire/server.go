@@ -176,7 +176,14 @@ func NewServer(cfg Config) (*Server, error) {
 // ErrServerClosed; it returns other errors from l.Accept that are not
 // temporary. It may be called for several listeners at once. Serve closes
 // l when it returns.
-func (s *Server) Serve(l net.Listener) error {
+func (s *Server) Serve(l net.Listener) error { return s.ServeNamed(l, "") }
+
+// ServeNamed is Serve for a named listener: the connections it accepts
+// report name from Conn.Listener, so the handler can apply that
+// listener's security protocol. A TLS listener (tls.NewListener) gives
+// connections that handshake before their first request and copy spliced
+// regions instead of sendfile(2).
+func (s *Server) ServeNamed(l net.Listener, name string) error {
 	s.mu.Lock()
 	if s.shuttingDown {
 		s.mu.Unlock()
@@ -214,6 +221,7 @@ func (s *Server) Serve(l net.Listener) error {
 		}
 		backoff = 0
 		c := newConn(s, nc)
+		c.listener = name
 		if !s.track(c) {
 			nc.Close()
 			return ErrServerClosed

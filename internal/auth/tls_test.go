@@ -1,0 +1,82 @@
+package auth
+
+import (
+	"bytes"
+	"crypto/tls"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/strata-io/strata/internal/testutil/poll"
+	"github.com/strata-io/strata/internal/testutil/tlstest"
+)
+
+// TestTLSStoreReloads checks that a key store rewritten on disk is served
+// from the next handshake on, without a restart, and that a broken
+// rewrite keeps the old certificate.
+func TestTLSStoreReloads(t *testing.T) {
+	dir := t.TempDir()
+	ca := tlstest.NewCA(t, "ca")
+	first := ca.Server(t, "first").Write(t, dir, "server")
+	st, err := NewTLSStore(TLSSettings{KeystoreLocation: first.Keystore, TruststoreLocation: ca.Write(t, dir, "ca"), ClientAuth: "required"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ServerConfig(); err != nil {
+		t.Fatal(err)
+	}
+	leafCN := func() string { return st.Config().Certificates[0].Leaf.Subject.CommonName }
+	if got := leafCN(); got != "first" {
+		t.Fatalf("serving %q", got)
+	}
+	if st.Config().ClientAuth != tls.RequireAndVerifyClientCert {
+		t.Fatal("ssl.client.auth=required not applied")
+	}
+
+	if err := os.WriteFile(first.Keystore, []byte("not pem"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 30*time.Second, "the broken key store to be noticed", func() bool { st.Config(); return st.LastError() != nil })
+	if got := leafCN(); got != "first" {
+		t.Fatalf("after a broken rewrite serving %q", got)
+	}
+
+	second := ca.Server(t, "second")
+	data := append(append([]byte{}, second.KeyPEM...), second.CertPEM...)
+	if err := os.WriteFile(first.Keystore, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 30*time.Second, "the new certificate to be served", func() bool { return leafCN() == "second" })
+}
+
+func TestTLSStoreRefuses(t *testing.T) {
+	dir := t.TempDir()
+	ca := tlstest.NewCA(t, "ca")
+	pair := ca.Server(t, "s")
+	encrypted := filepath.Join(dir, "enc.pem")
+	enc := bytes.Replace(pair.KeyPEM, []byte("PRIVATE KEY"), []byte("ENCRYPTED PRIVATE KEY"), 2)
+	if err := os.WriteFile(encrypted, append(enc, pair.CertPEM...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewTLSStore(TLSSettings{KeystoreLocation: encrypted}); !errors.Is(err, ErrEncryptedKey) {
+		t.Fatalf("encrypted key: %v", err)
+	}
+	if _, err := NewTLSStore(TLSSettings{KeystoreLocation: filepath.Join(dir, "missing.pem")}); err == nil {
+		t.Fatal("a missing key store was accepted")
+	}
+	if _, err := NewTLSStore(TLSSettings{Protocols: []string{"TLSv1.1"}}); err == nil {
+		t.Fatal("TLSv1.1 was accepted")
+	}
+	st, err := NewTLSStore(TLSSettings{KeystoreChain: string(pair.CertPEM), KeystoreKey: string(pair.KeyPEM)})
+	if err != nil {
+		t.Fatalf("inline key store: %v", err)
+	}
+	if _, err := st.ServerConfig(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewTLSStore(TLSSettings{CipherSuites: []string{"TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"}}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,37 @@
+package broker
+
+import (
+	"fmt"
+
+	"github.com/strata-io/strata/internal/auth"
+	"github.com/strata-io/strata/internal/wire"
+)
+
+// session is what the broker knows of one connection: the listener it
+// came in on and who it acts as. It lives in the connection's value slot
+// and is only changed on the connection's reader goroutine (in Handle).
+type session struct {
+	listener  *brokerListener
+	principal auth.Principal
+}
+
+// sessionOf returns the connection's session, making it at its first
+// request: on a TLS listener the principal is the client certificate's
+// subject mapped by ssl.principal.mapping.rules, and ANONYMOUS without
+// one, as Kafka's DefaultKafkaPrincipalBuilder has it.
+func (b *Broker) sessionOf(c *wire.Conn) (*session, error) {
+	if s, ok := c.Value().(*session); ok {
+		return s, nil
+	}
+	s := &session{listener: b.listenerOf(c), principal: auth.Anonymous}
+	if st := c.TLS(); st != nil && len(st.PeerCertificates) > 0 {
+		dn := auth.SubjectDN(st.PeerCertificates[0])
+		name, err := b.principalMapper.Map(dn)
+		if err != nil {
+			return nil, fmt.Errorf("broker: client certificate: %w", err)
+		}
+		s.principal = auth.User(name)
+	}
+	c.SetValue(s)
+	return s, nil
+}

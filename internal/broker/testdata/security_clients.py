@@ -1,0 +1,82 @@
+"""Produce and consume over a secured listener with kafka-python or
+confluent-kafka (librdkafka), as the Go tests in security_*_test.go ask.
+
+Usage: security_clients.py kafka-python|confluent '<json settings>'
+Settings: bootstrap, topic, protocol (SSL, SASL_PLAINTEXT, SASL_SSL), ca,
+cert, key, mechanism, username, password, expect ("ok" or "fail").
+Prints "ok N" after reading back the N records it wrote, or "refused: ..."
+when the broker refused it; exits 0 when the outcome is the expected one.
+"""
+import json
+import sys
+import time
+
+lib, s = sys.argv[1], json.loads(sys.argv[2])
+N = 20
+
+
+def kafka_python():
+    from kafka import KafkaConsumer, KafkaProducer
+    common = dict(bootstrap_servers=s["bootstrap"], security_protocol=s["protocol"], request_timeout_ms=15000,
+                  api_version_auto_timeout_ms=10000)
+    if "ca" in s:
+        common.update(ssl_cafile=s["ca"], ssl_check_hostname=True)
+    if "cert" in s:
+        common.update(ssl_certfile=s["cert"], ssl_keyfile=s["key"])
+    if "mechanism" in s:
+        common.update(sasl_mechanism=s["mechanism"], sasl_plain_username=s["username"], sasl_plain_password=s["password"])
+    producer = KafkaProducer(acks="all", max_block_ms=15000, **common)
+    for i in range(N):
+        producer.send(s["topic"], value=("py-%d" % i).encode()).get(timeout=15)
+    producer.close()
+    consumer = KafkaConsumer(s["topic"], auto_offset_reset="earliest", consumer_timeout_ms=3000,
+                             enable_auto_commit=False, **common)
+    seen = 0
+    deadline = time.time() + 30
+    while seen < N and time.time() < deadline:
+        for _ in consumer:
+            seen += 1
+            if seen == N:
+                break
+    consumer.close()
+    return seen
+
+
+def confluent():
+    from confluent_kafka import Consumer, KafkaException, Producer
+    conf = {"bootstrap.servers": s["bootstrap"], "security.protocol": s["protocol"]}
+    if "ca" in s:
+        conf["ssl.ca.location"] = s["ca"]
+    if "cert" in s:
+        conf.update({"ssl.certificate.location": s["cert"], "ssl.key.location": s["key"]})
+    if "mechanism" in s:
+        conf.update({"sasl.mechanism": s["mechanism"], "sasl.username": s["username"], "sasl.password": s["password"]})
+    errors = []
+    conf["error_cb"] = lambda e: errors.append(e)
+    p = Producer(dict(conf, **{"message.timeout.ms": 15000}))
+    delivered = []
+    for i in range(N):
+        p.produce(s["topic"], value=("ck-%d" % i).encode(), on_delivery=lambda err, m: delivered.append(err))
+    p.flush(20)
+    if len(delivered) != N or any(delivered):
+        raise KafkaException("delivery failed: %s %s" % ([str(e) for e in delivered if e][:1], [str(e) for e in errors][:2]))
+    c = Consumer(dict(conf, **{"group.id": "sec-" + s["topic"], "auto.offset.reset": "earliest"}))
+    c.subscribe([s["topic"]])
+    seen = 0
+    deadline = time.time() + 30
+    while seen < N and time.time() < deadline:
+        m = c.poll(1)
+        if m is not None and not m.error():
+            seen += 1
+    c.close()
+    return seen
+
+
+try:
+    seen = {"kafka-python": kafka_python, "confluent": confluent}[lib]()
+    outcome = "ok" if seen >= N else "short"
+    print("%s %d" % (outcome, seen))
+except Exception as e:  # the refusals this test expects surface as exceptions
+    outcome = "fail"
+    print("refused: %s: %s" % (type(e).__name__, e))
+sys.exit(0 if outcome == s.get("expect", "ok") else 1)
