@@ -251,8 +251,12 @@ func New(opts Options) (*Broker, error) {
 	// Before the metadata is replayed: the partitions it opens follow
 	// their leaders and send their ISR changes to the controller.
 	b.fetchers = newReplicaFetchers(b.fetcherConfig(), b.logger)
-	ibOpts := b.interBrokerOpts()
-	b.fetchers.dial = func(addr string, nodeID int32) (leaderClient, error) { return dialLeader(addr, nodeID, b.dial, ibOpts...) }
+	ibOpts, err := b.interBrokerOpts()
+	if err != nil {
+		b.abort()
+		return nil, err
+	}
+	b.fetchers.dial = func(addr string, nodeID int32) (leaderClient, error) { return dialLeader(addr, nodeID, nil, ibOpts...) }
 	if !cluster.Alone {
 		b.isr = controllerAlterer{b}
 	}
@@ -402,6 +406,9 @@ func (b *Broker) abort() {
 // messages to the quorum node (once it exists) and the controller APIs.
 // It serves from now on, before the quorum has a leader, which needs it.
 func (b *Broker) listenController(l config.Listener) error {
+	if l.Protocol != config.ProtocolPlaintext {
+		return fmt.Errorf("broker: controller listener %s: security protocol %s is not supported yet; controller listeners are PLAINTEXT", l.Name, l.Protocol)
+	}
 	ln, err := net.Listen("tcp", l.Addr())
 	if err != nil {
 		return fmt.Errorf("broker: listening on the controller listener %s: %w", l.Addr(), err)
@@ -516,7 +523,7 @@ func (b *Broker) Start() error {
 			b.wg.Add(1)
 			go func() {
 				defer b.wg.Done()
-				if err := b.server.ServeNamed(bl.ln, bl.Name); err != nil && !errors.Is(err, wire.ErrServerClosed) {
+				if err := b.server.ServeListener(bl.ln, b.serveConfig(bl)); err != nil && !errors.Is(err, wire.ErrServerClosed) {
 					b.logger.Error("listener stopped", "listener", bl.Name, "err", err)
 				}
 			}()

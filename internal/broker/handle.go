@@ -46,14 +46,26 @@ func (b *Broker) Versions() map[int16]wire.VersionRange { return b.versions }
 
 // Handle implements wire.Handler.
 func (b *Broker) Handle(ctx context.Context, c *wire.Conn, req *wire.Request) wire.Response {
+	s, err := b.sessionOf(c)
+	if err != nil {
+		b.logger.Info("refusing connection", "remote", c.RemoteAddr(), "listener", c.Listener(), "err", err)
+		return wire.Response{NoResponse: true, Close: true}
+	}
+	if s.saslPending {
+		if !preAuthAllowed(req.Key) {
+			// Kafka's SaslServerAuthenticator: an unexpected request
+			// before authentication closes the connection.
+			b.logger.Info("closing connection: request before SASL authentication", "remote", c.RemoteAddr(), "listener", c.Listener(), "api", apiName(req.Key))
+			return wire.Response{NoResponse: true, Close: true}
+		}
+		if req.Key == wire.RawTokenKey {
+			return b.handleRawToken(ctx, c, s, req.Raw)
+		}
+	}
 	a, ok := apis[req.Key]
 	if !ok {
 		// wire refuses keys outside Versions; reaching here is a bug.
 		panic(fmt.Sprintf("broker: invariant: request for unregistered API key %d", req.Key))
-	}
-	if _, err := b.sessionOf(c); err != nil {
-		b.logger.Info("refusing connection", "remote", c.RemoteAddr(), "listener", c.Listener(), "err", err)
-		return wire.Response{NoResponse: true, Close: true}
 	}
 	return a.handle(b, ctx, c, req)
 }

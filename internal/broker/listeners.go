@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -23,6 +24,8 @@ type brokerListener struct {
 	advertised config.Listener
 	// tls is the listener's certificate store; nil without TLS.
 	tls *auth.TLSStore
+	// sasl is the listener's SASL setup; nil without SASL.
+	sasl *saslListener
 }
 
 // listen binds every client listener. The first is the client listener
@@ -38,6 +41,12 @@ func (b *Broker) listen(c config.Cluster) error {
 			}
 			if bl.tls, err = auth.NewTLSStore(settings); err != nil {
 				return fmt.Errorf("broker: listener %s: %w", l.Name, err)
+			}
+		}
+		if config.IsSASL(l.Protocol) {
+			var err error
+			if bl.sasl, err = b.configureSASL(l); err != nil {
+				return err
 			}
 		}
 		ln, err := net.Listen("tcp", l.Addr())
@@ -112,12 +121,50 @@ func (b *Broker) clientListenerName(c *wire.Conn) string {
 
 // interBrokerOpts are the client options of connections to other brokers
 // (replica fetchers): TLS when inter.broker.listener.name's protocol has it.
-func (b *Broker) interBrokerOpts() []kgo.Opt {
+// They dial with Options.Dial (kgo's Dialer, which excludes its
+// DialTLSConfig), wrapping the connection in TLS here.
+func (b *Broker) interBrokerOpts() ([]kgo.Opt, error) {
 	bl := b.interBrokerListener
-	if bl == nil || bl.tls == nil {
-		return nil
+	if bl == nil || (bl.tls == nil && bl.sasl == nil) {
+		return []kgo.Opt{kgo.Dialer(b.dial)}, nil
 	}
-	return []kgo.Opt{kgo.DialTLSConfig(bl.tls.ClientConfig(""))}
+	var opts []kgo.Opt
+	if bl.tls == nil {
+		opts = append(opts, kgo.Dialer(b.dial))
+	} else {
+		store := bl.tls
+		opts = append(opts, kgo.Dialer(func(ctx context.Context, network, addr string) (net.Conn, error) {
+			conn, err := b.dial(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			host, _, _ := net.SplitHostPort(addr)
+			tc := tls.Client(conn, store.ClientConfig(host))
+			if err := tc.HandshakeContext(ctx); err != nil {
+				conn.Close()
+				return nil, err
+			}
+			return tc, nil
+		}))
+	}
+	if bl.sasl != nil {
+		opt, err := b.interBrokerSASL(bl)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, opt)
+	}
+	return opts, nil
+}
+
+// serveConfig is how wire serves a listener: SASL listeners take small
+// frames until the client has authenticated.
+func (b *Broker) serveConfig(bl *brokerListener) wire.ListenerConfig {
+	lc := wire.ListenerConfig{Name: bl.Name}
+	if bl.sasl != nil {
+		lc.MaxRequestSize = int32(b.cfg.Int("sasl.server.max.receive.size"))
+	}
+	return lc
 }
 
 // closeListeners closes every client listener.

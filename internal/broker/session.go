@@ -13,6 +13,15 @@ import (
 type session struct {
 	listener  *brokerListener
 	principal auth.Principal
+
+	// saslPending is set on a SASL listener until the client has
+	// authenticated; exchange is the SASL exchange under way (after
+	// SaslHandshake), mechanism its name; rawTokens is set when the
+	// handshake was v0 and tokens come bare.
+	saslPending bool
+	mechanism   string
+	exchange    auth.ServerExchange
+	rawTokens   bool
 }
 
 // sessionOf returns the connection's session, making it at its first
@@ -24,7 +33,8 @@ func (b *Broker) sessionOf(c *wire.Conn) (*session, error) {
 		return s, nil
 	}
 	s := &session{listener: b.listenerOf(c), principal: auth.Anonymous}
-	if st := c.TLS(); st != nil && len(st.PeerCertificates) > 0 {
+	s.saslPending = s.listener != nil && s.listener.sasl != nil
+	if st := c.TLS(); st != nil && len(st.PeerCertificates) > 0 && !s.saslPending {
 		dn := auth.SubjectDN(st.PeerCertificates[0])
 		name, err := b.principalMapper.Map(dn)
 		if err != nil {

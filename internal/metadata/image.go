@@ -30,6 +30,10 @@ type Image struct {
 	Configs map[ConfigResource]map[string]string
 	// NextProducerID is the first producer id not yet reserved.
 	NextProducerID int64
+	// ScramCredentials are the users' SCRAM credentials; Acls the ACL
+	// bindings (see security.go).
+	ScramCredentials map[ScramKey]ScramCredential
+	Acls             map[Acl]struct{}
 
 	// copied is set only inside Apply: the topics it copied so far.
 	copied map[UUID]bool
@@ -132,6 +136,8 @@ func (img *Image) Apply(lastOffset int64, records ...Record) (*Image, error) {
 	next.Topics = maps.Clone(img.Topics)
 	next.TopicsByID = maps.Clone(img.TopicsByID)
 	next.Configs = maps.Clone(img.Configs)
+	next.ScramCredentials = maps.Clone(img.ScramCredentials)
+	next.Acls = maps.Clone(img.Acls)
 	// Topics this Apply already copied are its own to change: a batch
 	// creating a topic of 1,000 partitions copies it once, not per
 	// partition.
@@ -264,7 +270,9 @@ func (img *Image) apply(r *Record, offset int64) error {
 		}
 		img.NextProducerID = r.ProducerIDs.NextProducerID
 	default:
-		return fmt.Errorf("%w: empty record", ErrInconsistent)
+		if !img.applySecurity(r) {
+			return fmt.Errorf("%w: empty record", ErrInconsistent)
+		}
 	}
 	return nil
 }
@@ -376,6 +384,7 @@ func (img *Image) Records() []Record {
 	if img.NextProducerID > 0 {
 		out = append(out, Record{ProducerIDs: &ProducerIDsRecord{NodeID: -1, NextProducerID: img.NextProducerID}})
 	}
+	out = append(out, img.securityRecords()...)
 	return out
 }
 

@@ -39,6 +39,8 @@ type Record struct {
 	RemoveTopic     *RemoveTopicRecord
 	ProducerIDs     *ProducerIDsRecord
 	Cluster         *ClusterRecord
+	ScramCredential *ScramCredentialRecord
+	Acl             *AclRecord
 }
 
 // ClusterRecord is the first record of a metadata log.
@@ -192,6 +194,10 @@ var recordTypes = []struct {
 		func(r *Record) any { r.RemoveTopic = new(RemoveTopicRecord); return r.RemoveTopic }},
 	{"producerIds", func(r *Record) (any, bool) { return r.ProducerIDs, r.ProducerIDs != nil },
 		func(r *Record) any { r.ProducerIDs = new(ProducerIDsRecord); return r.ProducerIDs }},
+	{"scramCredential", func(r *Record) (any, bool) { return r.ScramCredential, r.ScramCredential != nil },
+		func(r *Record) any { r.ScramCredential = new(ScramCredentialRecord); return r.ScramCredential }},
+	{"acl", func(r *Record) (any, bool) { return r.Acl, r.Acl != nil },
+		func(r *Record) any { r.Acl = new(AclRecord); return r.Acl }},
 }
 
 // Encode returns the record's key (its type name) and value (JSON).

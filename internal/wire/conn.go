@@ -35,7 +35,7 @@ type Conn struct {
 	id       uint64
 	nc       net.Conn
 	log      *slog.Logger
-	listener string // the name given to ServeNamed
+	listener string // ListenerConfig.Name
 
 	// maxRequestSize is the largest frame the reader accepts now: the
 	// server's limit, or a smaller one the handler sets (SASL before
@@ -68,6 +68,8 @@ type Conn struct {
 
 	// stopping is set when the reader must read no further requests.
 	stopping atomic.Bool
+	// rawTokens makes the reader pass frames on as RawTokenKey requests.
+	rawTokens atomic.Bool
 
 	mu    sync.Mutex // guards value, and deadline changes against stopping
 	value any
@@ -107,7 +109,7 @@ func newConn(s *Server, nc net.Conn) *Conn {
 func (c *Conn) ID() uint64 { return c.id }
 
 // Listener is the name of the listener the connection came in on (see
-// Server.ServeNamed); "" for Serve.
+// Server.ServeListener); "" for Serve.
 func (c *Conn) Listener() string { return c.listener }
 
 // SetMaxRequestSize changes the largest request frame the connection
@@ -118,6 +120,13 @@ func (c *Conn) Listener() string { return c.listener }
 func (c *Conn) SetMaxRequestSize(n int32) {
 	c.maxRequestSize.Store(max(minFrameSize, min(n, c.server.cfg.MaxRequestSize)))
 }
+
+// SetRawTokens makes the reader pass the frames that follow to the
+// handler undecoded, as RawTokenKey requests (on) or decode them as Kafka
+// requests again (off), from the next frame on. A handler calls it while
+// handling the request after which the mode changes: SaslHandshake v0,
+// and the last raw token of the exchange.
+func (c *Conn) SetRawTokens(on bool) { c.rawTokens.Store(on) }
 
 // RemoteAddr is the client's address.
 func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
@@ -256,6 +265,15 @@ func (c *Conn) readRequest() (*inflight, bool) {
 	}
 	it := &inflight{frame: f}
 	it.req.Received = time.Now()
+	if c.rawTokens.Load() {
+		it.req.Key, it.req.Raw, it.req.Size = RawTokenKey, f.buf, len(f.buf)
+		resp, ok := c.handle(it)
+		if !ok {
+			return nil, false
+		}
+		it.resp, it.ready = resp, time.Now()
+		return it, true
+	}
 	if err := c.decode(f.buf, &it.req); err != nil {
 		if errors.Is(err, errUnsupported) && it.req.Key == apiVersionsKey {
 			s.stats.unsupported.Add(1)

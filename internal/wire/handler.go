@@ -35,6 +35,13 @@ type VersionRange struct {
 	Min, Max int16
 }
 
+// RawTokenKey is the Key of a Request that is a raw SASL token: after a
+// SaslHandshake v0 the client sends its SASL tokens as bare size-prefixed
+// frames, without a Kafka request header, and expects the server's tokens
+// the same way (Kafka's pre-KIP-152 exchange, which kafka-python still
+// uses). See Conn.SetRawTokens.
+const RawTokenKey int16 = -1
+
 // Request is one decoded request.
 type Request struct {
 	// Key and Version are the request's API key and version.
@@ -45,6 +52,9 @@ type Request struct {
 	ClientID string
 	// Body is the decoded body, a kmsg.*Request matching Key, at Version.
 	Body kmsg.Request
+	// Raw is the frame of a RawTokenKey request; it aliases the frame
+	// buffer like Body's byte fields.
+	Raw []byte
 	// Size is the frame size in bytes, without the 4-byte size prefix.
 	Size int
 	// Received is when the whole frame had been read.
@@ -76,6 +86,11 @@ type Response struct {
 	// NoResponse writes nothing; for produce requests with acks=0. The
 	// client does not expect an answer.
 	NoResponse bool
+
+	// RawToken writes Raw as a bare size-prefixed frame, with no response
+	// header: the answer to a RawTokenKey request.
+	RawToken bool
+	Raw      []byte
 
 	// Close closes the connection after this response (if any) is
 	// written; wire reads no further requests once Handle returns it.

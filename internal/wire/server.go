@@ -176,14 +176,24 @@ func NewServer(cfg Config) (*Server, error) {
 // ErrServerClosed; it returns other errors from l.Accept that are not
 // temporary. It may be called for several listeners at once. Serve closes
 // l when it returns.
-func (s *Server) Serve(l net.Listener) error { return s.ServeNamed(l, "") }
+func (s *Server) Serve(l net.Listener) error { return s.ServeListener(l, ListenerConfig{}) }
 
-// ServeNamed is Serve for a named listener: the connections it accepts
-// report name from Conn.Listener, so the handler can apply that
+// ListenerConfig describes a listener for ServeListener.
+type ListenerConfig struct {
+	// Name is what Conn.Listener reports.
+	Name string
+	// MaxRequestSize, when set, is the largest frame a new connection
+	// accepts until the handler raises it (Conn.SetMaxRequestSize): a
+	// SASL listener's limit before authentication.
+	MaxRequestSize int32
+}
+
+// ServeListener is Serve for a named listener: the connections it accepts
+// report its name from Conn.Listener, so the handler can apply that
 // listener's security protocol. A TLS listener (tls.NewListener) gives
 // connections that handshake before their first request and copy spliced
 // regions instead of sendfile(2).
-func (s *Server) ServeNamed(l net.Listener, name string) error {
+func (s *Server) ServeListener(l net.Listener, lc ListenerConfig) error {
 	s.mu.Lock()
 	if s.shuttingDown {
 		s.mu.Unlock()
@@ -221,7 +231,10 @@ func (s *Server) ServeNamed(l net.Listener, name string) error {
 		}
 		backoff = 0
 		c := newConn(s, nc)
-		c.listener = name
+		c.listener = lc.Name
+		if lc.MaxRequestSize > 0 {
+			c.SetMaxRequestSize(lc.MaxRequestSize)
+		}
 		if !s.track(c) {
 			nc.Close()
 			return ErrServerClosed

@@ -161,6 +161,15 @@ func (c *Conn) observe(it *inflight, written int64, remote time.Duration, start,
 // returns the bytes written. A handler's mistake (no body, a body for
 // another key, a splice that does not match the body) is logged here.
 func (c *Conn) writeResponse(it *inflight, resp *Response) (int64, error) {
+	if resp.RawToken {
+		var size [4]byte
+		binary.BigEndian.PutUint32(size[:], uint32(len(resp.Raw)))
+		if _, err := c.bw.Write(size[:]); err != nil {
+			return 0, err
+		}
+		n, err := c.bw.Write(resp.Raw)
+		return int64(n) + 4, err
+	}
 	enc, flexible, err := c.encode(it, resp)
 	if err != nil {
 		c.log.Error("wire: cannot encode response; closing connection", requestAttrs(&it.req), "err", err)

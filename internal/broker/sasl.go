@@ -1,0 +1,232 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/strata-io/strata/internal/auth"
+	"github.com/strata-io/strata/internal/config"
+	"github.com/strata-io/strata/internal/wire"
+)
+
+// SaslHandshake: v0-1. SaslAuthenticate: v0-2.
+//
+// A SASL listener's connection starts unauthenticated, as in Kafka's
+// SaslServerAuthenticator: it may send ApiVersions and SaslHandshake, then
+// SaslAuthenticate requests (handshake v1) or bare tokens (handshake v0,
+// the pre-KIP-152 exchange kafka-python uses); any other request closes
+// it, and its frames are limited to sasl.server.max.receive.size until it
+// has authenticated. A failed authentication answers
+// SASL_AUTHENTICATION_FAILED (v1 handshakes; a v0 exchange has no way to
+// say so) after connection.failed.authentication.delay.ms and closes the
+// connection; it is logged with the user name and the client's address.
+// Re-authentication (KIP-368) is not implemented: SessionLifetimeMillis
+// is 0, so clients never re-authenticate.
+func init() {
+	register(kmsg.SASLHandshake.Int16(), 0, 1, (*Broker).handleSaslHandshake)
+	register(kmsg.SASLAuthenticate.Int16(), 0, 2, (*Broker).handleSaslAuthenticate)
+}
+
+// supportedMechanisms are the SASL mechanisms Strata implements.
+var supportedMechanisms = []string{auth.MechanismPlain, auth.MechanismScramSHA256, auth.MechanismScramSHA512}
+
+// saslListener is what a SASL listener needs: the mechanisms it offers and
+// PLAIN's users.
+type saslListener struct {
+	mechanisms []string
+	plainUsers auth.PlainUsers
+}
+
+// configureSASL reads a SASL listener's mechanisms and PLAIN users.
+func (b *Broker) configureSASL(l config.Listener) (*saslListener, error) {
+	sl := &saslListener{}
+	for _, m := range b.cfg.ListenerList(l.Name, "sasl.enabled.mechanisms") {
+		if slices.Contains(supportedMechanisms, m) {
+			sl.mechanisms = append(sl.mechanisms, m)
+		} else {
+			b.logger.Warn("SASL mechanism not supported; not offered", "listener", l.Name, "mechanism", m)
+		}
+	}
+	if len(sl.mechanisms) == 0 {
+		return nil, fmt.Errorf("broker: listener %s (%s): sasl.enabled.mechanisms offers none of %v", l.Name, l.Protocol, supportedMechanisms)
+	}
+	if slices.Contains(sl.mechanisms, auth.MechanismPlain) {
+		jaas := b.cfg.ListenerMechanismString(l.Name, auth.MechanismPlain, "sasl.jaas.config")
+		if jaas == "" {
+			return nil, fmt.Errorf("broker: listener %s offers PLAIN but has no sasl.jaas.config with its users (listener.name.%s.plain.sasl.jaas.config)", l.Name, toLower(l.Name))
+		}
+		users, _, _, err := auth.ParseJAASUsers(jaas)
+		if err != nil {
+			return nil, fmt.Errorf("broker: listener %s: %w", l.Name, err)
+		}
+		sl.plainUsers = users
+	}
+	return sl, nil
+}
+
+func toLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// interBrokerSASL returns the client option that authenticates this
+// broker to the inter-broker listener, when it is a SASL listener.
+func (b *Broker) interBrokerSASL(bl *brokerListener) (kgo.Opt, error) {
+	mech := b.cfg.ListenerString(bl.Name, "sasl.mechanism.inter.broker.protocol")
+	jaas := b.cfg.ListenerMechanismString(bl.Name, mech, "sasl.jaas.config")
+	_, user, pass, err := auth.ParseJAASUsers(jaas)
+	if jaas == "" || err != nil || user == "" {
+		return nil, fmt.Errorf("broker: inter.broker.listener.name %s is a SASL listener: its %s sasl.jaas.config needs username and password (%v)", bl.Name, mech, err)
+	}
+	var m sasl.Mechanism
+	switch mech {
+	case auth.MechanismPlain:
+		m = plain.Auth{User: user, Pass: pass}.AsMechanism()
+	case auth.MechanismScramSHA256:
+		m = scram.Auth{User: user, Pass: pass}.AsSha256Mechanism()
+	case auth.MechanismScramSHA512:
+		m = scram.Auth{User: user, Pass: pass}.AsSha512Mechanism()
+	default:
+		return nil, fmt.Errorf("broker: sasl.mechanism.inter.broker.protocol=%s is not supported (%v)", mech, supportedMechanisms)
+	}
+	return kgo.SASL(m), nil
+}
+
+// preAuthAllowed are the requests a SASL connection may send before it
+// has authenticated.
+func preAuthAllowed(key int16) bool {
+	switch key {
+	case kmsg.ApiVersions.Int16(), kmsg.SASLHandshake.Int16(), kmsg.SASLAuthenticate.Int16(), wire.RawTokenKey:
+		return true
+	}
+	return false
+}
+
+func (b *Broker) handleSaslHandshake(_ context.Context, c *wire.Conn, req *wire.Request) wire.Response {
+	r := req.Body.(*kmsg.SASLHandshakeRequest)
+	resp := r.ResponseKind().(*kmsg.SASLHandshakeResponse)
+	s, _ := b.sessionOf(c)
+	if !s.saslPending || s.exchange != nil {
+		// Not a SASL listener, or a second handshake.
+		resp.ErrorCode = kerr.IllegalSaslState.Code
+		return wire.Response{Body: resp, Close: s.saslPending}
+	}
+	sl := s.listener.sasl
+	resp.SupportedMechanisms = sl.mechanisms
+	if !slices.Contains(sl.mechanisms, r.Mechanism) {
+		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
+		b.logger.Info("failed authentication: unsupported SASL mechanism", "remote", c.RemoteAddr(), "listener", c.Listener(), "mechanism", r.Mechanism)
+		return wire.Response{Body: resp, Close: true}
+	}
+	s.mechanism = r.Mechanism
+	switch r.Mechanism {
+	case auth.MechanismPlain:
+		s.exchange = auth.NewPlainServer(sl.plainUsers)
+	default:
+		m, _ := auth.ScramMechanismByName(r.Mechanism)
+		s.exchange = auth.NewScramServer(m, b.scramLookup)
+	}
+	if r.Version == 0 {
+		s.rawTokens = true
+		c.SetRawTokens(true)
+	}
+	return respond(resp)
+}
+
+// scramLookup finds a SCRAM credential in the metadata image.
+func (b *Broker) scramLookup(user string, m auth.ScramMechanism) (auth.ScramCredential, bool) {
+	c, ok := b.image.Load().ScramCredentialOf(user, int8(m))
+	if !ok {
+		return auth.ScramCredential{}, false
+	}
+	return auth.ScramCredential{Salt: c.Salt, StoredKey: c.StoredKey, ServerKey: c.ServerKey, Iterations: c.Iterations}, true
+}
+
+func (b *Broker) handleSaslAuthenticate(ctx context.Context, c *wire.Conn, req *wire.Request) wire.Response {
+	r := req.Body.(*kmsg.SASLAuthenticateRequest)
+	resp := r.ResponseKind().(*kmsg.SASLAuthenticateResponse)
+	s, _ := b.sessionOf(c)
+	if !s.saslPending || s.exchange == nil || s.rawTokens {
+		resp.ErrorCode = kerr.IllegalSaslState.Code
+		msg := "SaslAuthenticate outside a SASL exchange"
+		resp.ErrorMessage = &msg
+		return wire.Response{Body: resp, Close: s.saslPending}
+	}
+	reply, done, err := s.exchange.Step(r.SASLAuthBytes)
+	if err != nil {
+		resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
+		msg := fmt.Sprintf("Authentication failed during authentication due to invalid credentials with SASL mechanism %s", s.mechanism)
+		resp.ErrorMessage = &msg
+		return b.failAuthentication(ctx, c, s, err, wire.Response{Body: resp, Close: true})
+	}
+	resp.SASLAuthBytes = reply
+	if done {
+		b.authenticated(c, s)
+	}
+	return respond(resp)
+}
+
+// handleRawToken answers one bare SASL token of a v0 handshake's exchange.
+func (b *Broker) handleRawToken(ctx context.Context, c *wire.Conn, s *session, token []byte) wire.Response {
+	reply, done, err := s.exchange.Step(token)
+	if err != nil {
+		return b.failAuthentication(ctx, c, s, err, wire.Response{NoResponse: true, Close: true})
+	}
+	if done {
+		c.SetRawTokens(false)
+		s.rawTokens = false
+		b.authenticated(c, s)
+	}
+	return wire.Response{RawToken: true, Raw: reply}
+}
+
+// authenticated ends a connection's SASL exchange successfully.
+func (b *Broker) authenticated(c *wire.Conn, s *session) {
+	s.principal = s.exchange.Principal()
+	s.saslPending, s.exchange = false, nil
+	c.SetMaxRequestSize(int32(b.cfg.Int("socket.request.max.bytes")))
+	b.logger.Debug("authenticated", "principal", s.principal, "mechanism", s.mechanism, "remote", c.RemoteAddr(), "listener", c.Listener())
+}
+
+// failAuthentication logs a failed authentication and holds its answer
+// back by connection.failed.authentication.delay.ms, as Kafka does.
+func (b *Broker) failAuthentication(ctx context.Context, c *wire.Conn, s *session, err error, resp wire.Response) wire.Response {
+	user := ""
+	if p := s.exchange.Principal(); p.Name != "" {
+		user = p.Name
+	}
+	level := "invalid credentials"
+	if errors.Is(err, auth.ErrBadMessage) {
+		level = "malformed exchange"
+	}
+	b.logger.Info("failed authentication: "+level, "remote", c.RemoteAddr(), "listener", c.Listener(), "mechanism", s.mechanism, "user", user, "err", err)
+	s.exchange = nil
+	delay := time.Duration(b.cfg.Int("connection.failed.authentication.delay.ms")) * time.Millisecond
+	if delay <= 0 {
+		return resp
+	}
+	return wire.Response{Close: true, Deferred: func() wire.Response {
+		t := time.NewTimer(delay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		return resp
+	}}
+}
