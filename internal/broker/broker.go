@@ -131,9 +131,11 @@ type Broker struct {
 	// principalMapper maps client certificates to principals
 	// (ssl.principal.mapping.rules).
 	principalMapper *auth.PrincipalMapper
-	advertised      config.Listener
-	interBroker     config.Listener
-	zeroCopy        bool
+	// authz caches the authorizer built from the image's ACLs (authz.go).
+	authz       atomic.Pointer[authzState]
+	advertised  config.Listener
+	interBroker config.Listener
+	zeroCopy    bool
 
 	ctx    context.Context // canceled by Close, once requests are done
 	cancel context.CancelFunc

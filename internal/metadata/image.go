@@ -34,6 +34,9 @@ type Image struct {
 	// bindings (see security.go).
 	ScramCredentials map[ScramKey]ScramCredential
 	Acls             map[Acl]struct{}
+	// AclsVersion changes whenever Acls does, so that an authorizer built
+	// from them can tell it is current.
+	AclsVersion int64
 
 	// copied is set only inside Apply: the topics it copied so far.
 	copied map[UUID]bool

@@ -84,6 +84,7 @@ func (img *Image) applySecurity(r *Record) bool {
 		} else {
 			img.Acls[r.Acl.Acl] = struct{}{}
 		}
+		img.AclsVersion++
 	default:
 		return false
 	}

@@ -1,0 +1,889 @@
+package broker
+
+import (
+	"context"
+	"net"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-io/strata/internal/auth"
+	"github.com/strata-io/strata/internal/metadata"
+	"github.com/strata-io/strata/internal/wire"
+)
+
+// Authorization, with authorizer.class.name set: every request of a
+// principal that is not a super user goes through its API's rule below
+// before (and, for per-resource answers, after) its handler, as KafkaApis
+// authorizes it. A rule either answers the whole request with Kafka's
+// authorization error, or takes the resources the principal may not touch
+// out of the request and puts them back in the response with the error,
+// so the handler only sees what is allowed. A topic the principal may not
+// DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED whether or not it
+// exists, so its existence does not leak. An API without a rule is refused
+// by closing the connection (fail closed).
+//
+// The rules run on the connection's reader goroutine; the authorizer is
+// rebuilt from the metadata image's ACLs when they change and read
+// through an atomic pointer.
+
+// authzState is the authorizer built from one version of the ACLs.
+type authzState struct {
+	version int64
+	az      *auth.Authorizer
+}
+
+// authorizerNow returns the authorizer for the current image, nil when
+// authorization is off.
+func (b *Broker) authorizerNow() *auth.Authorizer {
+	if b.cfg.String("authorizer.class.name") == "" {
+		return nil
+	}
+	img := b.image.Load()
+	version := img.AclsVersion
+	if st := b.authz.Load(); st != nil && st.version == version {
+		return st.az
+	}
+	list := img.AclList()
+	acls := make([]auth.Acl, len(list))
+	for i, a := range list {
+		acls[i] = toAuthAcl(a)
+	}
+	az := auth.NewAuthorizer(acls, splitSuperUsers(b.cfg.String("super.users")), b.cfg.Bool("allow.everyone.if.no.acl.found"))
+	b.authz.Store(&authzState{version: version, az: az})
+	return az
+}
+
+func splitSuperUsers(s string) []string {
+	var out []string
+	start := 0
+	for i := 0; i <= len(s); i++ {
+		if i == len(s) || s[i] == ';' {
+			if u := s[start:i]; u != "" {
+				out = append(out, u)
+			}
+			start = i + 1
+		}
+	}
+	return out
+}
+
+// access is one request's principal and address, checked against the
+// authorizer.
+type access struct {
+	az   *auth.Authorizer
+	p    auth.Principal
+	host string
+	img  *metadata.Image
+}
+
+func (a *access) can(op, rt int8, name string) bool { return a.az.Authorize(a.p, a.host, op, rt, name) }
+func (a *access) cluster(op int8) bool              { return a.can(op, auth.ResourceCluster, auth.ClusterName) }
+func (a *access) topic(op int8, name string) bool   { return a.can(op, auth.ResourceTopic, name) }
+func (a *access) group(op int8, name string) bool   { return a.can(op, auth.ResourceGroup, name) }
+
+// authzRule authorizes one API's request; next is its handler.
+type authzRule func(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response
+
+var authzRules = map[int16]authzRule{}
+
+func init() {
+	open := func(b *Broker, _ *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+		return next(b, ctx, c, req)
+	}
+	for _, k := range []kmsg.Key{kmsg.ApiVersions, kmsg.SASLHandshake, kmsg.SASLAuthenticate, kmsg.DescribeCluster} {
+		authzRules[k.Int16()] = open
+	}
+	authzRules[kmsg.Produce.Int16()] = authorizeProduce
+	authzRules[kmsg.Fetch.Int16()] = authorizeFetch
+	authzRules[kmsg.Metadata.Int16()] = authorizeMetadata
+	authzRules[kmsg.ListOffsets.Int16()] = authorizeListOffsets
+	authzRules[kmsg.OffsetForLeaderEpoch.Int16()] = authorizeOffsetForLeaderEpoch
+	authzRules[kmsg.FindCoordinator.Int16()] = authorizeFindCoordinator
+	authzRules[kmsg.InitProducerID.Int16()] = authorizeInitProducerID
+	for _, k := range []kmsg.Key{kmsg.JoinGroup, kmsg.SyncGroup, kmsg.Heartbeat, kmsg.LeaveGroup, kmsg.ConsumerGroupHeartbeat} {
+		authzRules[k.Int16()] = authorizeGroupRead
+	}
+	authzRules[kmsg.AddPartitionsToTxn.Int16()] = authorizeAddPartitionsToTxn
+	authzRules[kmsg.AddOffsetsToTxn.Int16()] = authorizeTxnWrite
+	authzRules[kmsg.EndTxn.Int16()] = authorizeTxnWrite
+	authzRules[kmsg.WriteTxnMarkers.Int16()] = clusterRule(auth.OpClusterAction)
+	authzRules[kmsg.OffsetCommit.Int16()] = authorizeOffsetCommit
+	authzRules[kmsg.OffsetFetch.Int16()] = authorizeOffsetFetch
+	authzRules[kmsg.OffsetDelete.Int16()] = authorizeOffsetDelete
+	authzRules[kmsg.DescribeGroups.Int16()] = authorizeDescribeGroups
+	authzRules[kmsg.ConsumerGroupDescribe.Int16()] = authorizeConsumerGroupDescribe
+	authzRules[kmsg.ListGroups.Int16()] = authorizeListGroups
+	authzRules[kmsg.DeleteGroups.Int16()] = authorizeDeleteGroups
+	authzRules[kmsg.CreateTopics.Int16()] = authorizeCreateTopics
+	authzRules[kmsg.DeleteTopics.Int16()] = authorizeDeleteTopics
+	authzRules[kmsg.CreatePartitions.Int16()] = authorizeCreatePartitions
+	authzRules[kmsg.DeleteRecords.Int16()] = authorizeDeleteRecords
+	authzRules[kmsg.DescribeProducers.Int16()] = authorizeDescribeProducers
+	authzRules[kmsg.DescribeConfigs.Int16()] = authorizeDescribeConfigs
+	authzRules[kmsg.AlterConfigs.Int16()] = authorizeAlterConfigs
+	authzRules[kmsg.IncrementalAlterConfigs.Int16()] = authorizeIncrementalAlterConfigs
+	for key, op := range map[kmsg.Key]int8{
+		kmsg.DescribeACLs: auth.OpDescribe, kmsg.CreateACLs: auth.OpAlter, kmsg.DeleteACLs: auth.OpAlter,
+		kmsg.DescribeUserSCRAMCredentials: auth.OpDescribe, kmsg.AlterUserSCRAMCredentials: auth.OpAlter,
+		kmsg.DescribeLogDirs: auth.OpDescribe, kmsg.AlterPartitionAssignments: auth.OpAlter,
+		kmsg.ListPartitionReassignments: auth.OpDescribe, kmsg.DescribeQuorum: auth.OpDescribe,
+		kmsg.ElectLeaders: auth.OpAlter,
+	} {
+		authzRules[key.Int16()] = clusterRule(op)
+	}
+}
+
+// authorize runs the request's rule when authorization is on and the
+// principal is not a super user.
+func (b *Broker) authorize(ctx context.Context, c *wire.Conn, s *session, req *wire.Request, next handler) wire.Response {
+	az := b.authorizerNow()
+	if az == nil || az.IsSuperUser(s.principal) {
+		return next(b, ctx, c, req)
+	}
+	rule, ok := authzRules[req.Key]
+	if !ok {
+		b.logger.Info("closing connection: no authorization rule for the API", "api", apiName(req.Key), "principal", s.principal, "remote", c.RemoteAddr())
+		return wire.Response{NoResponse: true, Close: true}
+	}
+	host := ""
+	if addr, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		host = addr.IP.String()
+	}
+	return rule(b, &access{az: az, p: s.principal, host: host, img: b.image.Load()}, ctx, c, req, next)
+}
+
+// fixResponse applies fix to the response body the handler returns, now
+// or, for a deferred response, when it is ready.
+func fixResponse(resp wire.Response, fix func(kmsg.Response)) wire.Response {
+	if resp.Deferred != nil {
+		deferred := resp.Deferred
+		resp.Deferred = func() wire.Response {
+			r := deferred()
+			if r.Body != nil {
+				fix(r.Body)
+			}
+			return r
+		}
+		return resp
+	}
+	if resp.Body != nil {
+		fix(resp.Body)
+	}
+	return resp
+}
+
+// errorResponse answers a whole request with code in each of its entries;
+// see setAllErrors.
+func errorResponse(req *wire.Request, code int16) wire.Response {
+	resp := req.Body.ResponseKind()
+	resp.SetVersion(req.Version)
+	setAllErrors(req.Body, resp, code)
+	return respond(resp)
+}
+
+var (
+	topicDenied   = kerr.TopicAuthorizationFailed.Code
+	groupDenied   = kerr.GroupAuthorizationFailed.Code
+	clusterDenied = kerr.ClusterAuthorizationFailed.Code
+	txnDenied     = kerr.TransactionalIDAuthorizationFailed.Code
+)
+
+func clusterRule(op int8) authzRule {
+	return func(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+		if !a.cluster(op) {
+			return errorResponse(req, clusterDenied)
+		}
+		return next(b, ctx, c, req)
+	}
+}
+
+func authorizeProduce(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+	r := req.Body.(*kmsg.ProduceRequest)
+	if r.TransactionID != nil && !a.can(auth.OpWrite, auth.ResourceTransactionalID, *r.TransactionID) {
+		if r.Acks == 0 {
+			return wire.Response{NoResponse: true}
+		}
+		return errorResponse(req, txnDenied)
+	}
+	var denied []kmsg.ProduceRequestTopic
+	kept := r.Topics[:0:0]
+	for _, t := range r.Topics {
+		if a.topic(auth.OpWrite, t.Topic) {
+			kept = append(kept, t)
+		} else {
+			denied = append(denied, t)
+		}
+	}
+	if len(denied) == 0 {
+		return next(b, ctx, c, req)
+	}
+	r.Topics = kept
+	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) {
+		resp := body.(*kmsg.ProduceResponse)
+		for _, t := range denied {
+			rt := kmsg.NewProduceResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewProduceResponseTopicPartition()
+				rp.Partition, rp.ErrorCode, rp.BaseOffset = p.Partition, topicDenied, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+	})
+}
+
+func authorizeFetch(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+	r := req.Body.(*kmsg.FetchRequest)
+	if r.ReplicaID >= 0 || r.ReplicaState.ID >= 0 {
+		// A follower's fetch needs CLUSTER_ACTION.
+		if !a.cluster(auth.OpClusterAction) {
+			return errorResponse(req, topicDenied)
+		}
+		return next(b, ctx, c, req)
+	}
+	name := func(t kmsg.FetchRequestTopic) (string, bool) {
+		if r.Version < 13 {
+			return t.Topic, true
+		}
+		if topic, ok := a.img.TopicsByID[t.TopicID]; ok {
+			return topic.Name, true
+		}
+		return "", false // unknown id: the handler says so
+	}
+	var denied []kmsg.FetchRequestTopic
+	kept := r.Topics[:0:0]
+	for _, t := range r.Topics {
+		if n, ok := name(t); !ok || a.topic(auth.OpRead, n) {
+			kept = append(kept, t)
+		} else {
+			denied = append(denied, t)
+		}
+	}
+	if len(denied) == 0 {
+		return next(b, ctx, c, req)
+	}
+	r.Topics = kept
+	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) {
+		resp := body.(*kmsg.FetchResponse)
+		for _, t := range denied {
+			rt := kmsg.NewFetchResponseTopic()
+			rt.Topic, rt.TopicID = t.Topic, t.TopicID
+			for _, p := range t.Partitions {
+				rp := kmsg.NewFetchResponseTopicPartition()
+				rp.Partition, rp.ErrorCode, rp.HighWatermark, rp.LastStableOffset = p.Partition, topicDenied, -1, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+	})
+}
+
+func authorizeMetadata(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+	r := req.Body.(*kmsg.MetadataRequest)
+	if r.Topics == nil {
+		// All topics: those it may not describe are left out.
+		return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) {
+			resp := body.(*kmsg.MetadataResponse)
+			kept := resp.Topics[:0]
+			for _, t := range resp.Topics {
+				if t.Topic != nil && a.topic(auth.OpDescribe, *t.Topic) {
+					kept = append(kept, t)
+				}
+			}
+			resp.Topics = kept
+		})
+	}
+	autoCreate := b.cfg.Bool("auto.create.topics.enable") && (r.Version < 4 || r.AllowAutoTopicCreation)
+	var denied []string
+	kept := r.Topics[:0:0]
+	for _, t := range r.Topics {
+		if t.Topic == nil { // by id (v10+): the handler answers
+			kept = append(kept, t)
+			continue
+		}
+		name := *t.Topic
+		_, exists := a.img.Topics[name]
+		switch {
+		case !a.topic(auth.OpDescribe, name):
+			denied = append(denied, name)
+		case !exists && autoCreate && !a.cluster(auth.OpCreate) && !a.topic(auth.OpCreate, name):
+			denied = append(denied, name)
+		default:
+			kept = append(kept, t)
+		}
+	}
+	if len(denied) == 0 {
+		return next(b, ctx, c, req)
+	}
+	r.Topics = kept
+	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) {
+		resp := body.(*kmsg.MetadataResponse)
+		for _, name := range denied {
+			t := kmsg.NewMetadataResponseTopic()
+			n := name
+			t.Topic, t.ErrorCode = &n, topicDenied
+			resp.Topics = append(resp.Topics, t)
+		}
+	})
+}
+
+func authorizeListOffsets(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+	r := req.Body.(*kmsg.ListOffsetsRequest)
+	var denied []kmsg.ListOffsetsRequestTopic
+	kept := r.Topics[:0:0]
+	for _, t := range r.Topics {
+		if a.topic(auth.OpDescribe, t.Topic) {
+			kept = append(kept, t)
+		} else {
+			denied = append(denied, t)
+		}
+	}
+	if len(denied) == 0 {
+		return next(b, ctx, c, req)
+	}
+	r.Topics = kept
+	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) {
+		resp := body.(*kmsg.ListOffsetsResponse)
+		for _, t := range denied {
+			rt := kmsg.NewListOffsetsResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewListOffsetsResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, topicDenied
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+	})
+}
+
+func authorizeOffsetForLeaderEpoch(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+	r := req.Body.(*kmsg.OffsetForLeaderEpochRequest)
+	if r.ReplicaID >= 0 {
+		if !a.cluster(auth.OpClusterAction) {
+			return errorResponse(req, clusterDenied)
+		}
+		return next(b, ctx, c, req)
+	}
+	var denied []kmsg.OffsetForLeaderEpochRequestTopic
+	kept := r.Topics[:0:0]
+	for _, t := range r.Topics {
+		if a.topic(auth.OpDescribe, t.Topic) {
+			kept = append(kept, t)
+		} else {
+			denied = append(denied, t)
+		}
+	}
+	if len(denied) == 0 {
+		return next(b, ctx, c, req)
+	}
+	r.Topics = kept
+	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) {
+		resp := body.(*kmsg.OffsetForLeaderEpochResponse)
+		for _, t := range denied {
+			rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+				rp.Partition, rp.ErrorCode, rp.LeaderEpoch, rp.EndOffset = p.Partition, topicDenied, -1, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+	})
+}
+
+func authorizeFindCoordinator(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+	r := req.Body.(*kmsg.FindCoordinatorRequest)
+	allowed := func(key string) (bool, int16) {
+		if r.CoordinatorType == 1 {
+			return a.can(auth.OpDescribe, auth.ResourceTransactionalID, key), txnDenied
+		}
+		return a.group(auth.OpDescribe, key), groupDenied
+	}
+	if r.Version < 4 {
+		if ok, code := allowed(r.CoordinatorKey); !ok {
+			return errorResponse(req, code)
+		}
+		return next(b, ctx, c, req)
+	}
+	var denied []string
+	var code int16
+	kept := r.CoordinatorKeys[:0:0]
+	for _, k := range r.CoordinatorKeys {
+		ok, cd := allowed(k)
+		if ok {
+			kept = append(kept, k)
+		} else {
+			denied, code = append(denied, k), cd
+		}
+	}
+	if len(denied) == 0 {
+		return next(b, ctx, c, req)
+	}
+	r.CoordinatorKeys = kept
+	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) {
+		resp := body.(*kmsg.FindCoordinatorResponse)
+		for _, k := range denied {
+			co := kmsg.NewFindCoordinatorResponseCoordinator()
+			co.Key, co.NodeID, co.Port, co.ErrorCode = k, -1, -1, code
+			resp.Coordinators = append(resp.Coordinators, co)
+		}
+	})
+}
+
+func authorizeInitProducerID(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+	r := req.Body.(*kmsg.InitProducerIDRequest)
+	if r.TransactionalID != nil {
+		if !a.can(auth.OpWrite, auth.ResourceTransactionalID, *r.TransactionalID) {
+			return errorResponse(req, txnDenied)
+		}
+		return next(b, ctx, c, req)
+	}
+	// An idempotent producer needs IDEMPOTENT_WRITE on the cluster, or
+	// (KIP-679) WRITE on some topic.
+	if !a.cluster(auth.OpIdempotentWrite) && !a.az.AllowsAny(a.p, a.host, auth.OpWrite, auth.ResourceTopic) {
+		return errorResponse(req, clusterDenied)
+	}
+	return next(b, ctx, c, req)
+}
+
+// authorizeAddPartitionsToTxn: a client's request (v0-3) needs WRITE on
+// its transactional id and on each topic; the brokers' batched form (v4)
+// CLUSTER_ACTION.
+func authorizeAddPartitionsToTxn(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+	r := req.Body.(*kmsg.AddPartitionsToTxnRequest)
+	if r.Version >= 4 {
+		return clusterRule(auth.OpClusterAction)(b, a, ctx, c, req, next)
+	}
+	if !a.can(auth.OpWrite, auth.ResourceTransactionalID, r.TransactionalID) {
+		return errorResponse(req, txnDenied)
+	}
+	for _, t := range r.Topics {
+		if !a.topic(auth.OpWrite, t.Topic) {
+			return errorResponse(req, topicDenied)
+		}
+	}
+	return next(b, ctx, c, req)
+}
+
+// authorizeTxnWrite is the rule of AddOffsetsToTxn (which also needs READ
+// on the group) and EndTxn: WRITE on the transactional id.
+func authorizeTxnWrite(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+	var id string
+	switch r := req.Body.(type) {
+	case *kmsg.AddOffsetsToTxnRequest:
+		id = r.TransactionalID
+		if !a.group(auth.OpRead, r.Group) {
+			return errorResponse(req, groupDenied)
+		}
+	case *kmsg.EndTxnRequest:
+		id = r.TransactionalID
+	}
+	if !a.can(auth.OpWrite, auth.ResourceTransactionalID, id) {
+		return errorResponse(req, txnDenied)
+	}
+	return next(b, ctx, c, req)
+}
+
+// authorizeGroupRead is the rule of the group membership APIs: READ on
+// the group.
+func authorizeGroupRead(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+	var group string
+	switch r := req.Body.(type) {
+	case *kmsg.JoinGroupRequest:
+		group = r.Group
+	case *kmsg.SyncGroupRequest:
+		group = r.Group
+	case *kmsg.HeartbeatRequest:
+		group = r.Group
+	case *kmsg.LeaveGroupRequest:
+		group = r.Group
+	case *kmsg.ConsumerGroupHeartbeatRequest:
+		group = r.Group
+	}
+	if !a.group(auth.OpRead, group) {
+		return errorResponse(req, groupDenied)
+	}
+	return next(b, ctx, c, req)
+}
+
+func authorizeOffsetCommit(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+	r := req.Body.(*kmsg.OffsetCommitRequest)
+	if !a.group(auth.OpRead, r.Group) {
+		return errorResponse(req, groupDenied)
+	}
+	var denied []kmsg.OffsetCommitRequestTopic
+	kept := r.Topics[:0:0]
+	for _, t := range r.Topics {
+		if a.topic(auth.OpRead, t.Topic) {
+			kept = append(kept, t)
+		} else {
+			denied = append(denied, t)
+		}
+	}
+	if len(denied) == 0 {
+		return next(b, ctx, c, req)
+	}
+	r.Topics = kept
+	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) {
+		resp := body.(*kmsg.OffsetCommitResponse)
+		for _, t := range denied {
+			rt := kmsg.NewOffsetCommitResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetCommitResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, topicDenied
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+	})
+}
+
+func authorizeOffsetFetch(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+	r := req.Body.(*kmsg.OffsetFetchRequest)
+	if r.Version < 8 {
+		if !a.group(auth.OpDescribe, r.Group) {
+			return errorResponse(req, groupDenied)
+		}
+		// Topics it may not describe are left out of the answer.
+		return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) {
+			resp := body.(*kmsg.OffsetFetchResponse)
+			kept := resp.Topics[:0]
+			for _, t := range resp.Topics {
+				if a.topic(auth.OpDescribe, t.Topic) {
+					kept = append(kept, t)
+				}
+			}
+			resp.Topics = kept
+		})
+	}
+	var denied []string
+	kept := r.Groups[:0:0]
+	for _, g := range r.Groups {
+		if a.group(auth.OpDescribe, g.Group) {
+			kept = append(kept, g)
+		} else {
+			denied = append(denied, g.Group)
+		}
+	}
+	r.Groups = kept
+	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) {
+		resp := body.(*kmsg.OffsetFetchResponse)
+		for i := range resp.Groups {
+			g := &resp.Groups[i]
+			topics := g.Topics[:0]
+			for _, t := range g.Topics {
+				if a.topic(auth.OpDescribe, t.Topic) {
+					topics = append(topics, t)
+				}
+			}
+			g.Topics = topics
+		}
+		for _, name := range denied {
+			g := kmsg.NewOffsetFetchResponseGroup()
+			g.Group, g.ErrorCode = name, groupDenied
+			resp.Groups = append(resp.Groups, g)
+		}
+	})
+}
+
+func authorizeOffsetDelete(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+	r := req.Body.(*kmsg.OffsetDeleteRequest)
+	if !a.group(auth.OpDelete, r.Group) {
+		return errorResponse(req, groupDenied)
+	}
+	for _, t := range r.Topics {
+		if !a.topic(auth.OpRead, t.Topic) {
+			return errorResponse(req, topicDenied)
+		}
+	}
+	return next(b, ctx, c, req)
+}
+
+func authorizeDescribeGroups(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+	r := req.Body.(*kmsg.DescribeGroupsRequest)
+	denied, kept := splitNames(r.Groups, func(g string) bool { return a.group(auth.OpDescribe, g) })
+	r.Groups = kept
+	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) {
+		resp := body.(*kmsg.DescribeGroupsResponse)
+		for _, g := range denied {
+			rg := kmsg.NewDescribeGroupsResponseGroup()
+			rg.Group, rg.ErrorCode = g, groupDenied
+			resp.Groups = append(resp.Groups, rg)
+		}
+	})
+}
+
+func authorizeConsumerGroupDescribe(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+	r := req.Body.(*kmsg.ConsumerGroupDescribeRequest)
+	denied, kept := splitNames(r.Groups, func(g string) bool { return a.group(auth.OpDescribe, g) })
+	r.Groups = kept
+	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) {
+		resp := body.(*kmsg.ConsumerGroupDescribeResponse)
+		for _, g := range denied {
+			rg := kmsg.NewConsumerGroupDescribeResponseGroup()
+			rg.Group, rg.ErrorCode = g, groupDenied
+			resp.Groups = append(resp.Groups, rg)
+		}
+	})
+}
+
+func authorizeListGroups(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+	if a.cluster(auth.OpDescribe) {
+		return next(b, ctx, c, req)
+	}
+	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) {
+		resp := body.(*kmsg.ListGroupsResponse)
+		kept := resp.Groups[:0]
+		for _, g := range resp.Groups {
+			if a.group(auth.OpDescribe, g.Group) {
+				kept = append(kept, g)
+			}
+		}
+		resp.Groups = kept
+	})
+}
+
+func authorizeDeleteGroups(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+	r := req.Body.(*kmsg.DeleteGroupsRequest)
+	denied, kept := splitNames(r.Groups, func(g string) bool { return a.group(auth.OpDelete, g) })
+	r.Groups = kept
+	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) {
+		resp := body.(*kmsg.DeleteGroupsResponse)
+		for _, g := range denied {
+			rg := kmsg.NewDeleteGroupsResponseGroup()
+			rg.Group, rg.ErrorCode = g, groupDenied
+			resp.Groups = append(resp.Groups, rg)
+		}
+	})
+}
+
+// splitNames parts names into those ok refuses and those it allows.
+func splitNames(names []string, ok func(string) bool) (denied, kept []string) {
+	kept = names[:0:0]
+	for _, n := range names {
+		if ok(n) {
+			kept = append(kept, n)
+		} else {
+			denied = append(denied, n)
+		}
+	}
+	return denied, kept
+}
+
+func authorizeCreateTopics(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+	r := req.Body.(*kmsg.CreateTopicsRequest)
+	if a.cluster(auth.OpCreate) {
+		return next(b, ctx, c, req)
+	}
+	var denied []string
+	kept := r.Topics[:0:0]
+	for _, t := range r.Topics {
+		if a.topic(auth.OpCreate, t.Topic) {
+			kept = append(kept, t)
+		} else {
+			denied = append(denied, t.Topic)
+		}
+	}
+	if len(denied) == 0 {
+		return next(b, ctx, c, req)
+	}
+	r.Topics = kept
+	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) {
+		resp := body.(*kmsg.CreateTopicsResponse)
+		for _, name := range denied {
+			t := kmsg.NewCreateTopicsResponseTopic()
+			t.Topic, t.ErrorCode, t.NumPartitions, t.ReplicationFactor = name, topicDenied, -1, -1
+			resp.Topics = append(resp.Topics, t)
+		}
+	})
+}
+
+func authorizeDeleteTopics(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+	r := req.Body.(*kmsg.DeleteTopicsRequest)
+	deniedNames, keptNames := splitNames(r.TopicNames, func(n string) bool { return a.topic(auth.OpDelete, n) })
+	var deniedTopics []kmsg.DeleteTopicsRequestTopic
+	kept := r.Topics[:0:0]
+	for _, t := range r.Topics {
+		name := ""
+		if t.Topic != nil {
+			name = *t.Topic
+		} else if topic, ok := a.img.TopicsByID[t.TopicID]; ok {
+			name = topic.Name
+		} else {
+			kept = append(kept, t) // unknown id: the handler says so
+			continue
+		}
+		if a.topic(auth.OpDelete, name) {
+			kept = append(kept, t)
+		} else {
+			deniedTopics = append(deniedTopics, t)
+		}
+	}
+	if len(deniedNames) == 0 && len(deniedTopics) == 0 {
+		return next(b, ctx, c, req)
+	}
+	r.TopicNames, r.Topics = keptNames, kept
+	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) {
+		resp := body.(*kmsg.DeleteTopicsResponse)
+		for _, n := range deniedNames {
+			t := kmsg.NewDeleteTopicsResponseTopic()
+			name := n
+			t.Topic, t.ErrorCode = &name, topicDenied
+			resp.Topics = append(resp.Topics, t)
+		}
+		for _, dt := range deniedTopics {
+			t := kmsg.NewDeleteTopicsResponseTopic()
+			t.Topic, t.TopicID, t.ErrorCode = dt.Topic, dt.TopicID, topicDenied
+			resp.Topics = append(resp.Topics, t)
+		}
+	})
+}
+
+func authorizeCreatePartitions(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+	r := req.Body.(*kmsg.CreatePartitionsRequest)
+	var denied []string
+	kept := r.Topics[:0:0]
+	for _, t := range r.Topics {
+		if a.topic(auth.OpAlter, t.Topic) {
+			kept = append(kept, t)
+		} else {
+			denied = append(denied, t.Topic)
+		}
+	}
+	if len(denied) == 0 {
+		return next(b, ctx, c, req)
+	}
+	r.Topics = kept
+	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) {
+		resp := body.(*kmsg.CreatePartitionsResponse)
+		for _, n := range denied {
+			t := kmsg.NewCreatePartitionsResponseTopic()
+			t.Topic, t.ErrorCode = n, topicDenied
+			resp.Topics = append(resp.Topics, t)
+		}
+	})
+}
+
+func authorizeDeleteRecords(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+	r := req.Body.(*kmsg.DeleteRecordsRequest)
+	var denied []kmsg.DeleteRecordsRequestTopic
+	kept := r.Topics[:0:0]
+	for _, t := range r.Topics {
+		if a.topic(auth.OpDelete, t.Topic) {
+			kept = append(kept, t)
+		} else {
+			denied = append(denied, t)
+		}
+	}
+	if len(denied) == 0 {
+		return next(b, ctx, c, req)
+	}
+	r.Topics = kept
+	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) {
+		resp := body.(*kmsg.DeleteRecordsResponse)
+		for _, t := range denied {
+			rt := kmsg.NewDeleteRecordsResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewDeleteRecordsResponseTopicPartition()
+				rp.Partition, rp.ErrorCode, rp.LowWatermark = p.Partition, topicDenied, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+	})
+}
+
+func authorizeDescribeProducers(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+	r := req.Body.(*kmsg.DescribeProducersRequest)
+	var denied []kmsg.DescribeProducersRequestTopic
+	kept := r.Topics[:0:0]
+	for _, t := range r.Topics {
+		if a.topic(auth.OpRead, t.Topic) {
+			kept = append(kept, t)
+		} else {
+			denied = append(denied, t)
+		}
+	}
+	if len(denied) == 0 {
+		return next(b, ctx, c, req)
+	}
+	r.Topics = kept
+	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) {
+		resp := body.(*kmsg.DescribeProducersResponse)
+		for _, t := range denied {
+			rt := kmsg.NewDescribeProducersResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewDescribeProducersResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p, topicDenied
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+	})
+}
+
+// configAllowed checks a config resource: a topic's own ACLs, a broker's
+// the cluster's.
+func configAllowed(a *access, resourceType kmsg.ConfigResourceType, name string, op int8) (bool, int16) {
+	if resourceType == kmsg.ConfigResourceTypeTopic {
+		return a.topic(op, name), topicDenied
+	}
+	return a.cluster(op), clusterDenied
+}
+
+func authorizeDescribeConfigs(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+	r := req.Body.(*kmsg.DescribeConfigsRequest)
+	type deniedResource struct {
+		rt   kmsg.ConfigResourceType
+		name string
+		code int16
+	}
+	var denied []deniedResource
+	kept := r.Resources[:0:0]
+	for _, res := range r.Resources {
+		if ok, code := configAllowed(a, res.ResourceType, res.ResourceName, auth.OpDescribeConfigs); ok {
+			kept = append(kept, res)
+		} else {
+			denied = append(denied, deniedResource{res.ResourceType, res.ResourceName, code})
+		}
+	}
+	if len(denied) == 0 {
+		return next(b, ctx, c, req)
+	}
+	r.Resources = kept
+	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) {
+		resp := body.(*kmsg.DescribeConfigsResponse)
+		for _, d := range denied {
+			res := kmsg.NewDescribeConfigsResponseResource()
+			res.ResourceType, res.ResourceName, res.ErrorCode = d.rt, d.name, d.code
+			resp.Resources = append(resp.Resources, res)
+		}
+	})
+}
+
+func authorizeAlterConfigs(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+	r := req.Body.(*kmsg.AlterConfigsRequest)
+	for _, res := range r.Resources {
+		if ok, code := configAllowed(a, res.ResourceType, res.ResourceName, auth.OpAlterConfigs); !ok {
+			return errorResponse(req, code)
+		}
+	}
+	return next(b, ctx, c, req)
+}
+
+func authorizeIncrementalAlterConfigs(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+	r := req.Body.(*kmsg.IncrementalAlterConfigsRequest)
+	for _, res := range r.Resources {
+		if ok, code := configAllowed(a, res.ResourceType, res.ResourceName, auth.OpAlterConfigs); !ok {
+			return errorResponse(req, code)
+		}
+	}
+	return next(b, ctx, c, req)
+}

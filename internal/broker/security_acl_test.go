@@ -1,0 +1,519 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+
+	"github.com/strata-io/strata/internal/testutil/poll"
+)
+
+// aclBroker starts a broker with the authorizer on, a SASL_PLAINTEXT
+// listener whose PLAIN users are admin (a super user) and u0..u39, and a
+// PLAINTEXT one (principal ANONYMOUS).
+func aclBroker(t *testing.T) (*testBroker, string) {
+	var users strings.Builder
+	for i := range 40 {
+		fmt.Fprintf(&users, ` user_u%d="pw"`, i)
+	}
+	b := startBroker(t, map[string]string{
+		"listeners":               "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+		"sasl.enabled.mechanisms": "PLAIN",
+		"listener.name.sasl_plaintext.plain.sasl.jaas.config": `org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="admin-pw"` + users.String() + `;`,
+		"authorizer.class.name":                               "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+		"super.users":                                         "User:admin",
+		"offsets.topic.replication.factor":                    "1",
+		"group.initial.rebalance.delay.ms":                    "0",
+	})
+	return b, listenerAddr(t, b.Broker, "SASL_PLAINTEXT")
+}
+
+func saslClient(t *testing.T, addr, user, pass string, opts ...kgo.Opt) *kgo.Client {
+	return newClient(t, addr, append([]kgo.Opt{kgo.SASL(plain.Auth{User: user, Pass: pass}.AsMechanism()), kgo.RequestRetries(0)}, opts...)...)
+}
+
+func grant(t *testing.T, adm *kadm.Client, b *kadm.ACLBuilder) {
+	t.Helper()
+	res, err := adm.CreateACLs(testContext(t), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Err != nil {
+			t.Fatalf("creating ACL: %v", r.Err)
+		}
+	}
+}
+
+// firstCode is the first error code of a response, 0 when there is none.
+func firstCode(resp kmsg.Response) int16 {
+	var codes []int16
+	switch r := resp.(type) {
+	case *kmsg.ProduceResponse:
+		for _, t := range r.Topics {
+			for _, p := range t.Partitions {
+				codes = append(codes, p.ErrorCode)
+			}
+		}
+	case *kmsg.FetchResponse:
+		codes = append(codes, r.ErrorCode)
+		for _, t := range r.Topics {
+			for _, p := range t.Partitions {
+				codes = append(codes, p.ErrorCode)
+			}
+		}
+	case *kmsg.MetadataResponse:
+		for _, t := range r.Topics {
+			codes = append(codes, t.ErrorCode)
+		}
+	case *kmsg.ListOffsetsResponse:
+		for _, t := range r.Topics {
+			for _, p := range t.Partitions {
+				codes = append(codes, p.ErrorCode)
+			}
+		}
+	case *kmsg.CreateTopicsResponse:
+		for _, t := range r.Topics {
+			codes = append(codes, t.ErrorCode)
+		}
+	case *kmsg.DeleteTopicsResponse:
+		for _, t := range r.Topics {
+			codes = append(codes, t.ErrorCode)
+		}
+	case *kmsg.CreatePartitionsResponse:
+		for _, t := range r.Topics {
+			codes = append(codes, t.ErrorCode)
+		}
+	case *kmsg.DescribeConfigsResponse:
+		for _, res := range r.Resources {
+			codes = append(codes, res.ErrorCode)
+		}
+	case *kmsg.IncrementalAlterConfigsResponse:
+		for _, res := range r.Resources {
+			codes = append(codes, res.ErrorCode)
+		}
+	case *kmsg.JoinGroupResponse:
+		codes = append(codes, r.ErrorCode)
+	case *kmsg.FindCoordinatorResponse:
+		codes = append(codes, r.ErrorCode)
+		for _, c := range r.Coordinators {
+			codes = append(codes, c.ErrorCode)
+		}
+	case *kmsg.OffsetCommitResponse:
+		for _, t := range r.Topics {
+			for _, p := range t.Partitions {
+				codes = append(codes, p.ErrorCode)
+			}
+		}
+	case *kmsg.OffsetFetchResponse:
+		codes = append(codes, r.ErrorCode)
+		for _, g := range r.Groups {
+			codes = append(codes, g.ErrorCode)
+		}
+	case *kmsg.DescribeGroupsResponse:
+		for _, g := range r.Groups {
+			codes = append(codes, g.ErrorCode)
+		}
+	case *kmsg.DeleteGroupsResponse:
+		for _, g := range r.Groups {
+			codes = append(codes, g.ErrorCode)
+		}
+	case *kmsg.InitProducerIDResponse:
+		codes = append(codes, r.ErrorCode)
+	case *kmsg.DeleteRecordsResponse:
+		for _, t := range r.Topics {
+			for _, p := range t.Partitions {
+				codes = append(codes, p.ErrorCode)
+			}
+		}
+	case *kmsg.CreateACLsResponse:
+		for _, res := range r.Results {
+			codes = append(codes, res.ErrorCode)
+		}
+	case *kmsg.DescribeACLsResponse:
+		codes = append(codes, r.ErrorCode)
+	case *kmsg.DescribeUserSCRAMCredentialsResponse:
+		codes = append(codes, r.ErrorCode)
+	case *kmsg.AlterUserSCRAMCredentialsResponse:
+		for _, res := range r.Results {
+			codes = append(codes, res.ErrorCode)
+		}
+	case *kmsg.DescribeLogDirsResponse:
+		codes = append(codes, r.ErrorCode)
+	case *kmsg.OffsetForLeaderEpochResponse:
+		for _, t := range r.Topics {
+			for _, p := range t.Partitions {
+				codes = append(codes, p.ErrorCode)
+			}
+		}
+	}
+	for _, c := range codes {
+		if c != 0 {
+			return c
+		}
+	}
+	return 0
+}
+
+var authorizationErrors = []*kerr.Error{kerr.TopicAuthorizationFailed, kerr.GroupAuthorizationFailed,
+	kerr.ClusterAuthorizationFailed, kerr.TransactionalIDAuthorizationFailed}
+
+func isAuthorizationError(code int16) bool {
+	for _, e := range authorizationErrors {
+		if e.Code == code {
+			return true
+		}
+	}
+	return false
+}
+
+// TestACLMatrix sends each API's request as a principal without, then
+// with, the ACL it needs, and checks Kafka's answers: the authorization
+// error first, no authorization error after.
+func TestACLMatrix(t *testing.T) {
+	b, addr := aclBroker(t)
+	admin := saslClient(t, addr, "admin", "admin-pw")
+	adm := kadm.NewClient(admin)
+	ctx := testContext(t)
+	for _, topic := range []string{"t", "t2", "del"} {
+		if r, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil || r.Err != nil {
+			t.Fatalf("%s: %v %v", topic, err, r.Err)
+		}
+	}
+	if err := admin.ProduceSync(ctx, &kgo.Record{Topic: "t", Value: []byte("v")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	str := func(s string) *string { return &s }
+	metadataReq := func(topic string) kmsg.Request {
+		r := kmsg.NewPtrMetadataRequest()
+		mt := kmsg.NewMetadataRequestTopic()
+		mt.Topic = str(topic)
+		r.Topics = append(r.Topics, mt)
+		return r
+	}
+	produceReq := func(txn *string) kmsg.Request {
+		r := kmsg.NewPtrProduceRequest()
+		r.Acks, r.TimeoutMillis, r.TransactionID = -1, 5000, txn
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "t"
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = buildBatch(1, "v")
+		rt.Partitions = append(rt.Partitions, rp)
+		r.Topics = append(r.Topics, rt)
+		return r
+	}
+	fetchReq := func(replica int32) kmsg.Request {
+		r := kmsg.NewPtrFetchRequest()
+		r.ReplicaID, r.MaxWaitMillis, r.MaxBytes = replica, 10, 1<<20
+		r.ReplicaState.ID = replica
+		ft := kmsg.NewFetchRequestTopic()
+		ft.Topic, ft.TopicID = "t", b.image.Load().Topics["t"].ID
+		fp := kmsg.NewFetchRequestTopicPartition()
+		fp.PartitionMaxBytes, fp.CurrentLeaderEpoch = 1<<20, -1
+		ft.Partitions = append(ft.Partitions, fp)
+		r.Topics = append(r.Topics, ft)
+		return r
+	}
+	type row struct {
+		name  string
+		acl   func(*kadm.ACLBuilder) *kadm.ACLBuilder // nil: no ACL can allow it
+		req   func() kmsg.Request
+		want  *kerr.Error
+		admin bool // the request goes straight to a broker, not routed
+	}
+	topicACL := func(name string, ops ...kadm.ACLOperation) func(*kadm.ACLBuilder) *kadm.ACLBuilder {
+		return func(b *kadm.ACLBuilder) *kadm.ACLBuilder { return b.Topics(name).Operations(ops...) }
+	}
+	groupACL := func(ops ...kadm.ACLOperation) func(*kadm.ACLBuilder) *kadm.ACLBuilder {
+		return func(b *kadm.ACLBuilder) *kadm.ACLBuilder { return b.Groups("g").Operations(ops...) }
+	}
+	clusterACL := func(ops ...kadm.ACLOperation) func(*kadm.ACLBuilder) *kadm.ACLBuilder {
+		return func(b *kadm.ACLBuilder) *kadm.ACLBuilder { return b.Clusters().Operations(ops...) }
+	}
+	rows := []row{
+		{"Produce", topicACL("t", kadm.OpWrite), func() kmsg.Request { return produceReq(nil) }, kerr.TopicAuthorizationFailed, false},
+		{"Produce transactional", func(b *kadm.ACLBuilder) *kadm.ACLBuilder {
+			return b.Topics("t").TransactionalIDs("tx-p").Operations(kadm.OpWrite)
+		}, func() kmsg.Request { return produceReq(str("tx-p")) }, kerr.TransactionalIDAuthorizationFailed, false},
+		{"Fetch", topicACL("t", kadm.OpRead), func() kmsg.Request { return fetchReq(-1) }, kerr.TopicAuthorizationFailed, false},
+		{"Fetch as a replica", clusterACL(kadm.OpClusterAction), func() kmsg.Request { return fetchReq(7) }, kerr.TopicAuthorizationFailed, true},
+		{"Metadata", topicACL("t", kadm.OpDescribe), func() kmsg.Request { return metadataReq("t") }, kerr.TopicAuthorizationFailed, false},
+		{"ListOffsets", topicACL("t", kadm.OpDescribe), func() kmsg.Request {
+			r := kmsg.NewPtrListOffsetsRequest()
+			lt := kmsg.NewListOffsetsRequestTopic()
+			lt.Topic = "t"
+			lp := kmsg.NewListOffsetsRequestTopicPartition()
+			lp.Timestamp = -1
+			lt.Partitions = append(lt.Partitions, lp)
+			r.Topics = append(r.Topics, lt)
+			return r
+		}, kerr.TopicAuthorizationFailed, false},
+		{"OffsetForLeaderEpoch as a replica", clusterACL(kadm.OpClusterAction), func() kmsg.Request {
+			r := kmsg.NewPtrOffsetForLeaderEpochRequest()
+			r.ReplicaID = 7
+			ot := kmsg.NewOffsetForLeaderEpochRequestTopic()
+			ot.Topic = "t"
+			op := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+			op.CurrentLeaderEpoch, op.LeaderEpoch = -1, 0
+			ot.Partitions = append(ot.Partitions, op)
+			r.Topics = append(r.Topics, ot)
+			return r
+		}, kerr.ClusterAuthorizationFailed, true},
+		{"CreateTopics", clusterACL(kadm.OpCreate), func() kmsg.Request {
+			r := kmsg.NewPtrCreateTopicsRequest()
+			ct := kmsg.NewCreateTopicsRequestTopic()
+			ct.Topic, ct.NumPartitions, ct.ReplicationFactor = "created", 1, 1
+			r.Topics, r.TimeoutMillis = append(r.Topics, ct), 10000
+			return r
+		}, kerr.TopicAuthorizationFailed, false},
+		{"DeleteTopics", topicACL("del", kadm.OpDelete), func() kmsg.Request {
+			r := kmsg.NewPtrDeleteTopicsRequest()
+			r.TopicNames, r.TimeoutMillis = []string{"del"}, 10000
+			dt := kmsg.NewDeleteTopicsRequestTopic()
+			dt.Topic = str("del")
+			r.Topics = append(r.Topics, dt)
+			return r
+		}, kerr.TopicAuthorizationFailed, false},
+		{"CreatePartitions", topicACL("t2", kadm.OpAlter), func() kmsg.Request {
+			r := kmsg.NewPtrCreatePartitionsRequest()
+			ct := kmsg.NewCreatePartitionsRequestTopic()
+			ct.Topic, ct.Count = "t2", 2
+			r.Topics, r.TimeoutMillis = append(r.Topics, ct), 10000
+			return r
+		}, kerr.TopicAuthorizationFailed, false},
+		{"DescribeConfigs topic", topicACL("t", kadm.OpDescribeConfigs), func() kmsg.Request {
+			r := kmsg.NewPtrDescribeConfigsRequest()
+			res := kmsg.NewDescribeConfigsRequestResource()
+			res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeTopic, "t"
+			r.Resources = append(r.Resources, res)
+			return r
+		}, kerr.TopicAuthorizationFailed, false},
+		{"DescribeConfigs broker", clusterACL(kadm.OpDescribeConfigs), func() kmsg.Request {
+			r := kmsg.NewPtrDescribeConfigsRequest()
+			res := kmsg.NewDescribeConfigsRequestResource()
+			res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeBroker, "1"
+			r.Resources = append(r.Resources, res)
+			return r
+		}, kerr.ClusterAuthorizationFailed, false},
+		{"IncrementalAlterConfigs", topicACL("t", kadm.OpAlterConfigs), func() kmsg.Request {
+			r := kmsg.NewPtrIncrementalAlterConfigsRequest()
+			res := kmsg.NewIncrementalAlterConfigsRequestResource()
+			res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeTopic, "t"
+			c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+			c.Name, c.Value = "retention.ms", str("100000")
+			res.Configs = append(res.Configs, c)
+			r.Resources = append(r.Resources, res)
+			return r
+		}, kerr.TopicAuthorizationFailed, false},
+		{"FindCoordinator", groupACL(kadm.OpDescribe), func() kmsg.Request {
+			r := kmsg.NewPtrFindCoordinatorRequest()
+			r.CoordinatorKey, r.CoordinatorKeys = "g", []string{"g"}
+			return r
+		}, kerr.GroupAuthorizationFailed, true},
+		{"JoinGroup", groupACL(kadm.OpRead), func() kmsg.Request {
+			r := kmsg.NewPtrJoinGroupRequest()
+			r.Group, r.SessionTimeoutMillis, r.RebalanceTimeoutMillis, r.ProtocolType = "g", 30000, 30000, "consumer"
+			p := kmsg.NewJoinGroupRequestProtocol()
+			p.Name = "range"
+			r.Protocols = append(r.Protocols, p)
+			return r
+		}, kerr.GroupAuthorizationFailed, false},
+		{"OffsetCommit", func(b *kadm.ACLBuilder) *kadm.ACLBuilder {
+			return b.Topics("t").Groups("g").Operations(kadm.OpRead)
+		}, func() kmsg.Request {
+			r := kmsg.NewPtrOffsetCommitRequest()
+			r.Group, r.Generation = "g", -1
+			ot := kmsg.NewOffsetCommitRequestTopic()
+			ot.Topic = "t"
+			op := kmsg.NewOffsetCommitRequestTopicPartition()
+			op.Offset = 1
+			ot.Partitions = append(ot.Partitions, op)
+			r.Topics = append(r.Topics, ot)
+			return r
+		}, kerr.GroupAuthorizationFailed, false},
+		{"OffsetFetch", groupACL(kadm.OpDescribe), func() kmsg.Request {
+			r := kmsg.NewPtrOffsetFetchRequest()
+			r.Group = "g"
+			g := kmsg.NewOffsetFetchRequestGroup()
+			g.Group = "g"
+			r.Groups = append(r.Groups, g)
+			return r
+		}, kerr.GroupAuthorizationFailed, false},
+		{"DescribeGroups", groupACL(kadm.OpDescribe), func() kmsg.Request {
+			r := kmsg.NewPtrDescribeGroupsRequest()
+			r.Groups = []string{"g"}
+			return r
+		}, kerr.GroupAuthorizationFailed, false},
+		{"DeleteGroups", groupACL(kadm.OpDelete), func() kmsg.Request {
+			r := kmsg.NewPtrDeleteGroupsRequest()
+			r.Groups = []string{"g"}
+			return r
+		}, kerr.GroupAuthorizationFailed, false},
+		{"InitProducerId idempotent", clusterACL(kadm.OpIdempotentWrite), func() kmsg.Request {
+			return kmsg.NewPtrInitProducerIDRequest()
+		}, kerr.ClusterAuthorizationFailed, true},
+		{"DeleteRecords", topicACL("t", kadm.OpDelete), func() kmsg.Request {
+			r := kmsg.NewPtrDeleteRecordsRequest()
+			dt := kmsg.NewDeleteRecordsRequestTopic()
+			dt.Topic = "t"
+			dp := kmsg.NewDeleteRecordsRequestTopicPartition()
+			dp.Offset = 0
+			dt.Partitions = append(dt.Partitions, dp)
+			r.Topics, r.TimeoutMillis = append(r.Topics, dt), 5000
+			return r
+		}, kerr.TopicAuthorizationFailed, false},
+		{"CreateAcls", clusterACL(kadm.OpAlter), func() kmsg.Request {
+			r := kmsg.NewPtrCreateACLsRequest()
+			c := kmsg.NewCreateACLsRequestCreation()
+			c.ResourceType, c.ResourceName, c.ResourcePatternType = kmsg.ACLResourceTypeTopic, "x", kmsg.ACLResourcePatternTypeLiteral
+			c.Principal, c.Host, c.Operation, c.PermissionType = "User:nobody", "*", kmsg.ACLOperationRead, kmsg.ACLPermissionTypeAllow
+			r.Creations = append(r.Creations, c)
+			return r
+		}, kerr.ClusterAuthorizationFailed, false},
+		{"DescribeAcls", clusterACL(kadm.OpDescribe), func() kmsg.Request {
+			r := kmsg.NewPtrDescribeACLsRequest()
+			r.ResourceType, r.ResourcePatternType, r.Operation, r.PermissionType = kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeAny, kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+			return r
+		}, kerr.ClusterAuthorizationFailed, false},
+		{"DescribeUserScramCredentials", clusterACL(kadm.OpDescribe), func() kmsg.Request {
+			return kmsg.NewPtrDescribeUserSCRAMCredentialsRequest()
+		}, kerr.ClusterAuthorizationFailed, false},
+		{"DescribeLogDirs", clusterACL(kadm.OpDescribe), func() kmsg.Request {
+			return kmsg.NewPtrDescribeLogDirsRequest()
+		}, kerr.ClusterAuthorizationFailed, true},
+	}
+	for i, tc := range rows {
+		t.Run(tc.name, func(t *testing.T) {
+			user := fmt.Sprintf("u%d", i)
+			cl := saslClient(t, addr, user, "pw")
+			send := func() int16 {
+				t.Helper()
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				req := tc.req()
+				var resp kmsg.Response
+				var err error
+				if tc.admin {
+					resp, err = cl.Broker(int(b.nodeID)).Request(ctx, req)
+				} else {
+					resp, err = cl.Request(ctx, req)
+				}
+				var ke *kerr.Error
+				if errors.As(err, &ke) {
+					return ke.Code
+				}
+				if err != nil {
+					t.Fatalf("request: %v", err)
+				}
+				return firstCode(resp)
+			}
+			if got := send(); got != tc.want.Code {
+				t.Fatalf("without an ACL: %v, want %v", kerr.ErrorForCode(got), tc.want)
+			}
+			grant(t, adm, tc.acl(kadm.NewACLs().Allow("User:"+user)))
+			poll.UntilStatus(t, 30*time.Second, "the ACL to allow the request", func() (bool, string) {
+				got := send()
+				return !isAuthorizationError(got), fmt.Sprint(kerr.ErrorForCode(got))
+			})
+		})
+	}
+}
+
+// TestACLTopicExistenceNotLeaked checks that a principal that may not
+// describe a topic gets the same answer whether it exists or not.
+func TestACLTopicExistenceNotLeaked(t *testing.T) {
+	_, addr := aclBroker(t)
+	adm := kadm.NewClient(saslClient(t, addr, "admin", "admin-pw"))
+	if r, err := adm.CreateTopic(testContext(t), 1, 1, nil, "secret"); err != nil || r.Err != nil {
+		t.Fatal(err, r.Err)
+	}
+	cl := saslClient(t, addr, "u1", "pw")
+	for _, topic := range []string{"secret", "no-such-topic"} {
+		r := kmsg.NewPtrMetadataRequest()
+		mt := kmsg.NewMetadataRequestTopic()
+		mt.Topic = &topic
+		r.Topics = append(r.Topics, mt)
+		resp, err := r.RequestWith(testContext(t), cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != kerr.TopicAuthorizationFailed.Code {
+			t.Fatalf("metadata of %s: %+v", topic, resp.Topics)
+		}
+		del := kmsg.NewPtrDeleteTopicsRequest()
+		del.TopicNames = []string{topic}
+		dt := kmsg.NewDeleteTopicsRequestTopic()
+		dt.Topic = &topic
+		del.Topics, del.TimeoutMillis = append(del.Topics, dt), 5000
+		dresp, err := del.RequestWith(testContext(t), cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dresp.Topics[0].ErrorCode != kerr.TopicAuthorizationFailed.Code {
+			t.Fatalf("deleting %s: %v", topic, kerr.ErrorForCode(dresp.Topics[0].ErrorCode))
+		}
+	}
+	// Listing all topics leaves it out; it was not auto-created either.
+	all, err := kmsg.NewPtrMetadataRequest().RequestWith(testContext(t), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all.Topics) != 0 {
+		t.Fatalf("listing all topics showed %d", len(all.Topics))
+	}
+	if topics, _ := adm.ListTopics(testContext(t)); topics.Has("no-such-topic") {
+		t.Fatal("a metadata request without CREATE created the topic")
+	}
+}
+
+// TestACLAnonymousAndSuperUser checks that PLAINTEXT's ANONYMOUS principal
+// is denied with no ACL, allowed by a User:* ACL, and that DENY wins.
+func TestACLAnonymousAndSuperUser(t *testing.T) {
+	b, addr := aclBroker(t)
+	adm := kadm.NewClient(saslClient(t, addr, "admin", "admin-pw"))
+	if r, err := adm.CreateTopic(testContext(t), 1, 1, nil, "open"); err != nil || r.Err != nil {
+		t.Fatal(err, r.Err)
+	}
+	anon := newClient(t, b.Addr(), kgo.RequestRetries(0), kgo.DisableIdempotentWrite(), kgo.RecordRetries(0))
+	produce := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return anon.ProduceSync(ctx, &kgo.Record{Topic: "open", Value: []byte("x")}).FirstErr()
+	}
+	if err := produce(); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("ANONYMOUS without ACLs: %v", err)
+	}
+	grant(t, adm, kadm.NewACLs().Allow("User:*").Topics("open").Operations(kadm.OpWrite))
+	poll.Until(t, 30*time.Second, "User:* WRITE to let ANONYMOUS produce", func() bool { return produce() == nil })
+	grant(t, adm, kadm.NewACLs().Deny("User:ANONYMOUS").Topics("open").Operations(kadm.OpWrite))
+	poll.Until(t, 30*time.Second, "DENY to win over ALLOW", func() bool { return errors.Is(produce(), kerr.TopicAuthorizationFailed) })
+
+	// The ACLs are in the metadata image: DescribeAcls lists them.
+	dreq := kmsg.NewPtrDescribeACLsRequest()
+	dreq.ResourceType, dreq.ResourcePatternType, dreq.Operation, dreq.PermissionType = kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeAny, kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+	described, err := dreq.RequestWith(testContext(t), saslClient(t, addr, "admin", "admin-pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, res := range described.Resources {
+		n += len(res.ACLs)
+	}
+	if n != 2 {
+		t.Fatalf("DescribeAcls found %d ACLs, want 2", n)
+	}
+	deleted, err := adm.DeleteACLs(testContext(t), kadm.NewACLs().Deny("User:ANONYMOUS").DenyHosts("*").Topics("open").Operations(kadm.OpWrite))
+	if err != nil || len(deleted) != 1 || len(deleted[0].Deleted) != 1 {
+		t.Fatalf("DeleteAcls: %v %+v", err, deleted)
+	}
+	poll.Until(t, 30*time.Second, "the deleted DENY to stop applying", func() bool { return produce() == nil })
+}
