@@ -35,6 +35,7 @@ type clientOptions struct {
 	format      string
 	timeout     time.Duration
 	dialTimeout time.Duration
+	security    securityOptions
 }
 
 // addClientFlags attaches the shared flags to a command group, where its
@@ -50,6 +51,7 @@ func addClientFlags(cmd *cobra.Command) *clientOptions {
 	f.StringVar(&o.format, "format", "text", "output: text (tables for people) or json (for scripts)")
 	f.DurationVar(&o.timeout, "timeout", 10*time.Second, "timeout for each request to the cluster")
 	f.DurationVar(&o.dialTimeout, "dial-timeout", 5*time.Second, "how long to wait for a broker to accept a connection")
+	o.security.addFlags(cmd)
 	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{"text", "json"}, cobra.ShellCompDirectiveNoFileComp))
 	// Every subcommand's output format is checked once, before it runs.
 	// (topic consume shadows --format with its record format.)
@@ -128,6 +130,11 @@ func (o *clientOptions) client(ctx context.Context, extra ...kgo.Opt) (*kgo.Clie
 		kgo.RetryTimeout(o.timeout),
 		kgo.ClientID("strata-cli"),
 	}
+	security, err := o.security.opts()
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, security...)
 	cl, err := kgo.NewClient(append(opts, extra...)...)
 	if err != nil {
 		return nil, err

@@ -37,5 +37,7 @@ func rootCommand() *cobra.Command {
 	root.AddCommand(clusterCommand())
 	root.AddCommand(benchCommand())
 	root.AddCommand(verifyCommand())
+	root.AddCommand(userCommand())
+	root.AddCommand(aclCommand())
 	return root
 }
