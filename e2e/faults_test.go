@@ -103,9 +103,10 @@ func startFaultCluster(t *testing.T, sets ...string) *faultCluster {
 		p.args = append([]string{"serve",
 			"--set", "node.id=" + fmt.Sprint(x),
 			"--set", "log.dirs=" + dir,
-			// REPLICATION is not bound: it is the client listener
-			// reached through the proxy, for other brokers only.
-			"--set", "listeners=PLAINTEXT://" + client[x] + ",CONTROLLER://" + ctrl[x] + ",REPLICATION://" + f.repl[x].Addr(),
+			// REPLICATION is advertised at the proxy, which forwards
+			// to the client listener, for other brokers only; like
+			// every listener it is also bound, on a port of its own.
+			"--set", "listeners=PLAINTEXT://" + client[x] + ",CONTROLLER://" + ctrl[x] + ",REPLICATION://127.0.0.1:0",
 			"--set", "advertised.listeners=PLAINTEXT://" + client[x] + ",REPLICATION://" + f.repl[x].Addr(),
 			"--set", "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,REPLICATION:PLAINTEXT",
 			"--set", "inter.broker.listener.name=REPLICATION",
