@@ -105,6 +105,9 @@ type Broker struct {
 	image    atomic.Pointer[metadata.Image]
 	imageMu  sync.Mutex               // serializes applyImage
 	settings atomic.Pointer[settings] // the broker keys in effect; see settings
+	// leaderQuota and followerQuota are the replication throttles
+	// (leader. and follower.replication.throttled.rate).
+	leaderQuota, followerQuota *replica.Quota
 
 	partitionsMu sync.RWMutex
 	partitions   map[tp]*replica.Partition
@@ -182,6 +185,7 @@ func New(opts Options) (*Broker, error) {
 	b.heartbeatCtx, b.stopHeartbeats = context.WithCancel(b.ctx)
 	b.versions = supportedVersions()
 	b.metrics = metrics.New(stateCollector{b})
+	b.leaderQuota, b.followerQuota = replica.NewQuota(), replica.NewQuota()
 	b.fetchSessions = newFetchSessions(int(cfg.Int("max.incremental.fetch.session.cache.slots")))
 
 	cluster, err := cfg.Cluster()

@@ -37,6 +37,10 @@ import (
 // follower long-polls for the log end offset to move.
 // * NOT_LEADER_OR_FOLLOWER carries the current leader (v12+) and its
 // endpoint (v16+, KIP-951).
+// * Replication throttles: records of a partition the topic's
+// leader.replication.throttled.replicas names for this broker, read for a
+// follower outside the ISR, are held back while
+// leader.replication.throttled.rate is exceeded.
 // * Fetch from followers (KIP-392, v11+): a consumer's fetch may be served
 // by a follower, up to the high watermark the follower knows (an offset
 // past it and within its log reads nothing; past its log end is
@@ -238,6 +242,9 @@ func (b *Broker) fetchOnce(r *kmsg.FetchRequest, reread bool) fetchResult {
 						LogStartOffset: rp.LogStartOffset, Reread: reread}
 				}
 				splice, limit, err = readPartition(p, rr, sp)
+				if splice != nil && res.replicaID >= 0 && p.LeaderThrottled() && !p.InSync(res.replicaID) {
+					splice = b.throttleLeader(splice, sp)
+				}
 				if err == nil {
 					res.parts = append(res.parts, p)
 					res.limits = append(res.limits, limit)
@@ -346,4 +353,19 @@ func (b *Broker) preferReadReplica(img *metadata.Image, p *replica.Partition, cl
 	sp.PreferredReadReplica = preferred
 	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = st.HighWatermark, st.HighWatermark, st.LogStartOffset
 	return true, nil
+}
+
+// throttleLeader applies leader.replication.throttled.rate to a throttled
+// partition's records read for a follower outside the ISR: while the rate
+// is exceeded they are not sent (the follower fetches again), else they
+// count towards it (Kafka's shouldLeaderThrottle).
+func (b *Broker) throttleLeader(splice *wire.Splice, sp *kmsg.FetchResponseTopicPartition) *wire.Splice {
+	now := b.now()
+	if b.leaderQuota.Exceeded(now) {
+		b.leaderQuota.NoteHeldBack()
+		sp.RecordBatches = []byte{}
+		return nil
+	}
+	b.leaderQuota.Record(now, splice.Region.Len)
+	return splice
 }

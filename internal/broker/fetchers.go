@@ -23,6 +23,7 @@ func (b *Broker) fetcherConfig() replica.FetcherConfig {
 		ResponseMaxBytes: int32(b.cfg.Int("replica.fetch.response.max.bytes")),
 		Backoff:          ms("replica.fetch.backoff.ms"),
 		Timeout:          ms("replica.socket.timeout.ms"),
+		Quota:            b.followerQuota,
 		Logger:           b.logger,
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/strata-io/strata/internal/config"
 	"github.com/strata-io/strata/internal/controller"
 	"github.com/strata-io/strata/internal/metadata"
 	"github.com/strata-io/strata/internal/replica"
@@ -46,10 +47,15 @@ func (b *Broker) applyImage(old, img *metadata.Image) {
 		configChanged := defaultsChanged || oldT == nil ||
 			!maps.Equal(old.TopicConfig(t.Name), img.TopicConfig(t.Name))
 		var settings *replica.Settings // resolved once per topic, when needed
+		leaderThrottled, followerThrottled := throttledReplicas(img.TopicConfig(t.Name))
 		for i := range t.Partitions {
 			p := &t.Partitions[i]
 			if !slices.Contains(p.Replicas, b.nodeID) {
 				continue
+			}
+			if r, ok := b.partition(t.Name, int32(i)); ok {
+				r.SetThrottled(leaderThrottled.Has(int32(i), b.nodeID),
+					followerThrottled.Has(int32(i), b.nodeID) && !slices.Contains(p.ISR, b.nodeID))
 			}
 			var oldP *metadata.Partition
 			if oldT != nil && i < len(oldT.Partitions) {
@@ -274,4 +280,13 @@ func (b *Broker) removeStrayLogs(img *metadata.Image) {
 			b.logger.Error("deleting stray partition", "topic", l.Topic(), "partition", l.Partition(), "err", err)
 		}
 	}
+}
+
+// throttledReplicas parses a topic's leader. and
+// follower.replication.throttled.replicas (validated when set: a value
+// that does not parse throttles nothing).
+func throttledReplicas(topicConfig map[string]string) (leader, follower config.ThrottledReplicas) {
+	leader, _ = config.ParseThrottledReplicas(topicConfig["leader.replication.throttled.replicas"])
+	follower, _ = config.ParseThrottledReplicas(topicConfig["follower.replication.throttled.replicas"])
+	return leader, follower
 }

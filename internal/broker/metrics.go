@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strata-io/strata/internal/replica"
 	"github.com/strata-io/strata/internal/wire"
 )
 
@@ -32,13 +33,15 @@ var (
 	descLogStart         = prometheus.NewDesc("strata_log_start_offset", "Log start offset per partition (Kafka: LogStartOffset).", []string{"topic", "partition"}, nil)
 	descFetcherLag       = prometheus.NewDesc("strata_replica_fetcher_lag", "Records a partition followed here is behind the high watermark its leader last sent (Kafka: FetcherLagMetrics ConsumerLag).", []string{"topic", "partition"}, nil)
 	descFetcherMaxLag    = prometheus.NewDesc("strata_replica_fetcher_max_lag", "The largest lag, in records, over the partitions followed here (Kafka: ReplicaFetcherManager MaxLag).", nil, nil)
+	descThrottleRate     = prometheus.NewDesc("strata_replication_throttle_byte_rate", "Bytes per second of throttled replication, as the throttle measures it (Kafka: LeaderReplication and FollowerReplication byte-rate).", []string{"side"}, nil)
+	descThrottleHeld     = prometheus.NewDesc("strata_replication_throttled_reads_total", "Partition reads a replication throttle held back, on the leader's side or the follower's.", []string{"side"}, nil)
 	descGroupLag         = prometheus.NewDesc("strata_consumer_group_lag", "Records between a group's committed offset and the high watermark.", []string{"group", "topic", "partition"}, nil)
 	descGroupLagSeconds  = prometheus.NewDesc("strata_consumer_group_lag_seconds", "Age of the oldest record a group has not committed past (0 when caught up).", []string{"group", "topic", "partition"}, nil)
 )
 
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descPartitions, descLeaders, descUnderReplicated, descUnderMinISR, descOffline,
-		descActiveController, descQuorumLeader, descQuorumTerm, descMetadataOffset, descFencedBrokers, descActiveBrokers, descLogSize, descLogEnd, descLogStart, descFetcherLag, descFetcherMaxLag, descGroupLag, descGroupLagSeconds} {
+		descActiveController, descQuorumLeader, descQuorumTerm, descMetadataOffset, descFencedBrokers, descActiveBrokers, descLogSize, descLogEnd, descLogStart, descFetcherLag, descFetcherMaxLag, descThrottleRate, descThrottleHeld, descGroupLag, descGroupLagSeconds} {
 		ch <- d
 	}
 }
@@ -88,6 +91,10 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	b.partitionsMu.RUnlock()
 	ch <- prometheus.MustNewConstMetric(descFetcherMaxLag, prometheus.GaugeValue, float64(maxLag))
+	for side, q := range map[string]*replica.Quota{"leader": b.leaderQuota, "follower": b.followerQuota} {
+		ch <- prometheus.MustNewConstMetric(descThrottleRate, prometheus.GaugeValue, q.Rate(now), side)
+		ch <- prometheus.MustNewConstMetric(descThrottleHeld, prometheus.CounterValue, float64(q.HeldBack()), side)
+	}
 	ch <- prometheus.MustNewConstMetric(descPartitions, prometheus.GaugeValue, float64(hosted))
 	ch <- prometheus.MustNewConstMetric(descLeaders, prometheus.GaugeValue, float64(leaders))
 	ch <- prometheus.MustNewConstMetric(descUnderReplicated, prometheus.GaugeValue, float64(under))

@@ -30,6 +30,11 @@ type settings struct {
 	producerIDExpirationMs int64
 	// recoveryThreads is num.recovery.threads.per.data.dir (1, dynamic).
 	recoveryThreads int
+	// leaderThrottleRate and followerThrottleRate are
+	// leader.replication.throttled.rate and
+	// follower.replication.throttled.rate (bytes per second, unbounded
+	// by default, dynamic).
+	leaderThrottleRate, followerThrottleRate int64
 	// rackAwareReads is replica.selector.class set to
 	// org.apache.kafka.common.replica.RackAwareReplicaSelector (static):
 	// a leader points consumers of another rack at a follower in theirs
@@ -88,6 +93,8 @@ func (b *Broker) resolveSettings(img *metadata.Image) *settings {
 		producerIDExpirationMs:       integer("producer.id.expiration.ms"),
 		recoveryThreads:              int(integer("num.recovery.threads.per.data.dir")),
 		rackAwareReads:               value("replica.selector.class") == rackAwareSelector,
+		leaderThrottleRate:           integer("leader.replication.throttled.rate"),
+		followerThrottleRate:         integer("follower.replication.throttled.rate"),
 	}
 	s.cleaner = storage.CleanerSettings{
 		Backoff:                time.Duration(integer("log.cleaner.backoff.ms")) * time.Millisecond,
@@ -108,8 +115,11 @@ func (b *Broker) applySettings(s *settings) {
 	}
 	b.logs.SetCleanerSettings(s.cleaner)
 	b.logs.SetRecoveryThreads(s.recoveryThreads)
+	b.leaderQuota.SetBound(s.leaderThrottleRate)
+	b.followerQuota.SetBound(s.followerThrottleRate)
 	if old != nil {
-		b.logger.Info("dynamic broker configuration applied", "log.cleaner.backoff.ms", s.cleaner.Backoff.Milliseconds(),
+		b.logger.Info("dynamic broker configuration applied", "leader.replication.throttled.rate", s.leaderThrottleRate,
+			"follower.replication.throttled.rate", s.followerThrottleRate, "log.cleaner.backoff.ms", s.cleaner.Backoff.Milliseconds(),
 			"log.cleaner.threads", s.cleaner.Threads, "log.cleaner.dedupe.buffer.size", s.cleaner.DedupeBufferSize,
 			"producer.id.expiration.ms", s.producerIDExpirationMs, "num.recovery.threads.per.data.dir", s.recoveryThreads)
 	}

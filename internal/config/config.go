@@ -208,6 +208,11 @@ func (k *Key) Validate(value string) error {
 	if k.Min < k.Max && (n < k.Min || n > k.Max) {
 		return bad(fmt.Sprintf("out of range [%v, %v]", k.Min, k.Max))
 	}
+	if k.Check != nil {
+		if err := k.Check(value); err != nil {
+			return bad(err.Error())
+		}
+	}
 	return nil
 }
 

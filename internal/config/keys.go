@@ -59,6 +59,8 @@ type Key struct {
 	Sensitive bool
 	// Strata marks keys Kafka does not have.
 	Strata bool
+	// Check, when set, validates the value further (a list's format).
+	Check func(value string) error
 }
 
 const (
@@ -237,6 +239,10 @@ var ServerKeys = []Key{
 		Doc: "How long a follower waits after a failed fetch."},
 	{Name: "replica.socket.timeout.ms", Type: TypeInt, Default: "30000", Min: 1, Max: maxInt32,
 		Doc: "How long a follower's request may take beyond replica.fetch.wait.max.ms."},
+	{Name: "leader.replication.throttled.rate", Type: TypeLong, Default: "9223372036854775807", Min: 0, Max: maxInt64, Dynamic: true,
+		Doc: "Bytes per second a leader sends to followers outside the ISR of the replicas leader.replication.throttled.replicas names (a reassignment's new replicas)."},
+	{Name: "follower.replication.throttled.rate", Type: TypeLong, Default: "9223372036854775807", Min: 0, Max: maxInt64, Dynamic: true,
+		Doc: "Bytes per second a follower outside the ISR fetches for the replicas follower.replication.throttled.replicas names."},
 	{Name: "replica.selector.class", Type: TypeString, Default: "",
 		OneOf: []string{"", "org.apache.kafka.common.replica.LeaderSelector", "org.apache.kafka.common.replica.RackAwareReplicaSelector"},
 		Doc:   "How a leader picks the replica a consumer reads from (KIP-392): unset or LeaderSelector, the leader; RackAwareReplicaSelector, a follower in the consumer's client.rack when the leader is in another."},
@@ -326,6 +332,10 @@ var TopicKeys = []Key{
 	{Name: "segment.bytes", Type: TypeInt, Default: "1073741824", Min: 14, Max: maxInt32, Doc: "A segment rolls at this size."},
 	{Name: "segment.index.bytes", Type: TypeInt, Default: "10485760", Min: 4, Max: maxInt32, Doc: "Index files are preallocated to this size."},
 	{Name: "segment.ms", Type: TypeLong, Default: "604800000", Min: 1, Max: maxInt64, Doc: "A segment rolls when its first record is this old."},
+	{Name: "leader.replication.throttled.replicas", Type: TypeList, Default: "", Check: checkThrottledReplicas,
+		Doc: "Replicas, as partition:broker pairs or * for all, whose leader sends to followers outside the ISR at most leader.replication.throttled.rate."},
+	{Name: "follower.replication.throttled.replicas", Type: TypeList, Default: "", Check: checkThrottledReplicas,
+		Doc: "Replicas, as partition:broker pairs or * for all, that fetch while outside the ISR at most follower.replication.throttled.rate."},
 	{Name: "unclean.leader.election.enable", Type: TypeBool, Default: "false", Doc: "Allow an out-of-sync replica to become leader."},
 }
 

@@ -36,7 +36,11 @@ type FetcherConfig struct {
 	// Timeout bounds one request beyond MaxWait
 	// (replica.socket.timeout.ms, 30 s).
 	Timeout time.Duration
-	Logger  *slog.Logger
+	// Quota is follower.replication.throttled.rate: while it is exceeded,
+	// partitions that are FollowerThrottled are not fetched, and what they
+	// fetch counts towards it. Nil: none.
+	Quota  *Quota
+	Logger *slog.Logger
 }
 
 // Fetcher replicates, from one source broker, every partition this broker
@@ -156,6 +160,10 @@ func (f *Fetcher) pause(ctx context.Context, until time.Time) {
 	}
 }
 
+// throttleRecheck is how soon a partition held back by the follower's
+// replication throttle is looked at again.
+const throttleRecheck = 100 * time.Millisecond
+
 // fetchKey names a partition in a request and its response.
 type fetchKey struct {
 	topicID   [16]byte
@@ -175,6 +183,7 @@ func (f *Fetcher) request() (*kmsg.FetchRequest, map[fetchKey]fetchTarget, time.
 	req.SessionEpoch = -1 // no fetch session: every request is full
 	parts := map[fetchKey]fetchTarget{}
 	topics := map[[16]byte]int{}
+	throttled := f.cfg.Quota != nil && f.cfg.Quota.Exceeded(now)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for p, fp := range f.partitions {
@@ -182,6 +191,15 @@ func (f *Fetcher) request() (*kmsg.FetchRequest, map[fetchKey]fetchTarget, time.
 			if next.IsZero() || fp.delayedUntil.Before(next) {
 				next = fp.delayedUntil
 			}
+			continue
+		}
+		if throttled && p.FollowerThrottled() {
+			// Held back until the rate falls under the bound (Kafka's
+			// shouldFollowerThrottle); looked at again shortly.
+			if again := now.Add(throttleRecheck); next.IsZero() || again.Before(next) {
+				next = again
+			}
+			f.cfg.Quota.NoteHeldBack()
 			continue
 		}
 		pos := p.FetchPosition()
@@ -262,6 +280,9 @@ func (f *Fetcher) apply(ctx context.Context, t fetchTarget, rp *kmsg.FetchRespon
 		return err
 	}
 	if len(rp.RecordBatches) > 0 {
+		if f.cfg.Quota != nil && p.FollowerThrottled() {
+			f.cfg.Quota.Record(time.Now(), int64(len(rp.RecordBatches)))
+		}
 		if _, err := p.AppendAsFollower(t.epoch, rp.RecordBatches); err != nil {
 			return err
 		}

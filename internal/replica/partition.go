@@ -93,6 +93,13 @@ type Partition struct {
 	// knows them by; mu guards them.
 	ackWaiters map[uint64]chan<- error
 	nextAckID  uint64
+
+	// leaderThrottled and followerThrottled say which replication throttle
+	// applies to this replica (the topic's leader. and
+	// follower.replication.throttled.replicas naming it; the follower's
+	// only while it is outside the ISR), as the broker sets them from the
+	// metadata.
+	leaderThrottled, followerThrottled atomic.Bool
 }
 
 // New returns a replica that owns log, with the idempotent producers'
@@ -222,6 +229,29 @@ func (p *Partition) Tick() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.applyLocked(p.tracker.tick(p.nowMs()))
+}
+
+// SetThrottled sets which replication throttles apply to this replica:
+// leader, to what it sends followers outside the ISR; follower, to what it
+// fetches.
+func (p *Partition) SetThrottled(leader, follower bool) {
+	p.leaderThrottled.Store(leader)
+	p.followerThrottled.Store(follower)
+}
+
+// LeaderThrottled reports whether what this replica sends followers
+// outside the ISR counts towards leader.replication.throttled.rate.
+func (p *Partition) LeaderThrottled() bool { return p.leaderThrottled.Load() }
+
+// FollowerThrottled reports whether what this replica fetches counts
+// towards follower.replication.throttled.rate.
+func (p *Partition) FollowerThrottled() bool { return p.followerThrottled.Load() }
+
+// InSync reports whether a replica is in the committed ISR of this leader.
+func (p *Partition) InSync(id int32) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Contains(p.tracker.isr, id)
 }
 
 // ISR returns the committed in-sync replicas when this replica leads.
