@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"testing"
@@ -39,23 +40,43 @@ func processCPU(tb testing.TB, pid int) time.Duration {
 // spends per record produced to it: three broker processes and a
 // controller-only one, a topic of four partitions on brokers {2,3,4} all
 // led by 2, an idempotent acks=all franz-go producer writing b.N records
-// of 100 bytes in batches of up to 16 KiB. CPU is each process's utime+stime (/proc/PID/stat) before
-// and after; the leader's includes serving its followers' fetches.
+// of 100 random bytes in batches of up to 16 KiB (the Java producer's
+// batch.size, linger.ms=5), uncompressed and snappy-compressed. CPU is each
+// process's utime+stime (/proc/PID/stat) before and after; the leader's
+// includes serving its followers' fetches.
 //
-//	go test ./e2e -run '^$' -bench BenchmarkReplicationCPU -benchtime 400000x
+//	go test ./e2e -run '^$' -bench BenchmarkReplicationCPU -benchtime 3000000x
 func BenchmarkReplicationCPU(b *testing.B) {
+	for _, codec := range []struct {
+		name  string
+		codec kgo.CompressionCodec
+	}{{"none", kgo.NoCompression()}, {"snappy", kgo.SnappyCompression()}} {
+		b.Run(codec.name, func(b *testing.B) { benchReplicationCPU(b, codec.codec) })
+	}
+}
+
+func benchReplicationCPU(b *testing.B, codec kgo.CompressionCodec) {
 	c := startClusterRoles(b, []string{"controller", "broker", "broker", "broker"}, replicatedSets...)
+	c.waitBrokers(2, 3, 4)
 	const topic = "cpu"
 	c.createAssigned(2, topic, []int32{2, 3, 4}, []int32{2, 4, 3}, []int32{2, 3, 4}, []int32{2, 4, 3})
 	c.waitInSync(2, topic, 4)
-	// The Java producer's defaults: 16 KiB batches, linger.ms=5.
 	cl := client(c.t, c.nodes[2].addr, kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
-		kgo.ProducerBatchMaxBytes(16<<10), kgo.ProducerLinger(5*time.Millisecond))
-	value := bytes.Repeat([]byte("v"), 100)
+		kgo.ProducerBatchMaxBytes(16<<10), kgo.ProducerLinger(5*time.Millisecond), kgo.ProducerBatchCompression(codec))
+	// Random values, drawn from a pool so that making them costs the
+	// producer little: compression gains what it would on real data.
+	rng := rand.New(rand.NewPCG(1, 2))
+	values := make([][]byte, 1024)
+	for i := range values {
+		values[i] = make([]byte, 100)
+		for j := range values[i] {
+			values[i][j] = byte('a' + rng.IntN(26))
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	// Warm up: connections, fetch sessions, the first segments.
-	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: value}).FirstErr(); err != nil {
+	// Warm up: connections, the first segments.
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: values[0]}).FirstErr(); err != nil {
 		b.Fatal(err)
 	}
 	var before [5]time.Duration
@@ -64,8 +85,8 @@ func BenchmarkReplicationCPU(b *testing.B) {
 	}
 	b.ResetTimer()
 	errs := make(chan error, 1)
-	for range b.N {
-		cl.Produce(ctx, &kgo.Record{Topic: topic, Value: value}, func(_ *kgo.Record, err error) {
+	for i := range b.N {
+		cl.Produce(ctx, &kgo.Record{Topic: topic, Value: values[i%len(values)]}, func(_ *kgo.Record, err error) {
 			if err != nil {
 				select {
 				case errs <- err:
