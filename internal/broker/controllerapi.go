@@ -306,8 +306,10 @@ func (b *Broker) fetchMetadata(ctx context.Context, r *kmsg.FetchRequest, rt *km
 	}
 	if !c.Leader {
 		sp.ErrorCode = kerr.NotLeaderForPartition.Code
-		if leader, _ := b.controller.Leader(); leader >= 0 {
-			sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = leader, int32(c.Term)
+		// The quorum's own view: the controller over it may not be open
+		// yet when an observer fetches during start-up.
+		if st, err := node.Status(ctx); err == nil && st.Leader >= 0 {
+			sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = st.Leader, int32(st.Term)
 		}
 		return
 	}
