@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -101,6 +102,7 @@ type moveResult struct {
 
 func topicMoveCommand(o *clientOptions) *cobra.Command {
 	var status, cancel bool
+	var throttle int64
 	cmd := &cobra.Command{
 		Use:   "move PLAN.json",
 		Short: "Move partitions to other brokers (AlterPartitionReassignments), show or cancel moves in progress",
@@ -113,8 +115,18 @@ The new replicas copy the partition from its leader while it keeps serving;
 once they are in sync the old ones are dropped and delete their copy. The
 command returns when the controller accepted the moves; --status shows their
 progress (every move in the cluster without a plan), --cancel reverts the
-moves of the plan's partitions that are still in progress.`,
+moves of the plan's partitions that are still in progress.
+
+--throttle BYTES bounds the copying to that many bytes a second, as
+kafka-reassign-partitions.sh --throttle does: it sets leader. and
+follower.replication.throttled.rate on the brokers involved, and the
+topics' leader.replication.throttled.replicas (the current replicas) and
+follower.replication.throttled.replicas (the new ones). --status with the
+plan removes those throttles once every move of the plan is done, and
+--cancel removes them at once, as kafka-reassign-partitions.sh --verify
+and --cancel do.`,
 		Example: `  strata topic move plan.json
+  strata topic move plan.json --throttle 10000000
   strata topic move plan.json --status
   strata topic move --status
   strata topic move plan.json --cancel`,
@@ -122,6 +134,9 @@ moves of the plan's partitions that are still in progress.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if status && cancel {
 				return errors.New("--status and --cancel exclude each other")
+			}
+			if cmd.Flags().Changed("throttle") && (status || cancel || throttle <= 0) {
+				return errors.New("--throttle takes a rate above 0, and only when starting moves")
 			}
 			var plan *reassignmentPlan
 			if len(args) == 1 {
@@ -146,17 +161,37 @@ moves of the plan's partitions that are still in progress.`,
 			case status:
 				results, err = moveStatus(ctx, cl, adm, plan)
 			default:
+				if throttle > 0 {
+					if err := setMoveThrottles(ctx, adm, plan, throttle); err != nil {
+						return o.requestError("setting the replication throttles", err)
+					}
+					if o.format != "json" {
+						fmt.Fprintf(cmd.OutOrStdout(), "throttled to %d bytes a second\n", throttle)
+					}
+				}
 				results, err = moveExecute(ctx, adm, plan, cancel)
 			}
 			if err != nil {
 				return o.requestError("reassigning partitions", err)
 			}
-			return printMoveResults(o, cmd.OutOrStdout(), results, cancel)
+			if err := printMoveResults(o, cmd.OutOrStdout(), results, cancel); err != nil {
+				return err
+			}
+			if plan != nil && (cancel || status && allDone(results)) {
+				if err := clearMoveThrottles(ctx, adm, plan); err != nil {
+					return o.requestError("removing the replication throttles", err)
+				}
+				if o.format != "json" && status {
+					fmt.Fprintln(cmd.OutOrStdout(), "replication throttles removed")
+				}
+			}
+			return nil
 		},
 	}
 	f := cmd.Flags()
 	f.BoolVar(&status, "status", false, "show the moves in progress (of the plan's partitions, or all) instead of starting any")
 	f.BoolVar(&cancel, "cancel", false, "cancel the plan's moves in progress, reverting to the replicas before them")
+	f.Int64Var(&throttle, "throttle", 0, "bound the copying to this many bytes a second (replication throttles)")
 	return cmd
 }
 
@@ -341,4 +376,118 @@ func printMoveResults(o *clientOptions, w io.Writer, results []moveResult, cance
 		return errors.New(failed[0])
 	}
 	return fmt.Errorf("%d partitions failed: %s", len(failed), strings.Join(failed, "; "))
+}
+
+// Replication throttle keys, Kafka's.
+const (
+	leaderThrottleRate        = "leader.replication.throttled.rate"
+	followerThrottleRate      = "follower.replication.throttled.rate"
+	leaderThrottledReplicas   = "leader.replication.throttled.replicas"
+	followerThrottledReplicas = "follower.replication.throttled.replicas"
+)
+
+// setMoveThrottles throttles the plan's moves as kafka-reassign-partitions.sh
+// --throttle does: the rate on every broker that holds or will hold a
+// moving replica, the current replicas as the topics' leader throttled
+// replicas and the new ones as their follower throttled replicas.
+func setMoveThrottles(ctx context.Context, adm *kadm.Client, plan *reassignmentPlan, rate int64) error {
+	var topics []string
+	for _, p := range plan.Partitions {
+		topics = append(topics, p.Topic)
+	}
+	topics = slices.Compact(slices.Sorted(slices.Values(topics)))
+	md, err := adm.Metadata(ctx, topics...)
+	if err != nil {
+		return err
+	}
+	leaders, followers := map[string][]string{}, map[string][]string{}
+	brokers := map[int32]bool{}
+	for _, p := range plan.Partitions {
+		pd, ok := md.Topics[p.Topic].Partitions[p.Partition]
+		if !ok {
+			continue // refused by the move itself, with its error
+		}
+		for _, r := range pd.Replicas {
+			leaders[p.Topic] = append(leaders[p.Topic], fmt.Sprintf("%d:%d", p.Partition, r))
+			brokers[r] = true
+		}
+		for _, r := range p.Replicas {
+			if !slices.Contains(pd.Replicas, r) {
+				followers[p.Topic] = append(followers[p.Topic], fmt.Sprintf("%d:%d", p.Partition, r))
+			}
+			brokers[r] = true
+		}
+	}
+	for _, t := range topics {
+		if _, ok := leaders[t]; !ok {
+			continue
+		}
+		l, f := strings.Join(leaders[t], ","), strings.Join(followers[t], ",")
+		alters := []kadm.AlterConfig{{Op: kadm.SetConfig, Name: leaderThrottledReplicas, Value: &l}}
+		if f != "" {
+			alters = append(alters, kadm.AlterConfig{Op: kadm.SetConfig, Name: followerThrottledReplicas, Value: &f})
+		}
+		if err := alterConfigsErr(adm.AlterTopicConfigs(ctx, alters, t)); err != nil {
+			return err
+		}
+	}
+	v := fmt.Sprint(rate)
+	alters := []kadm.AlterConfig{{Op: kadm.SetConfig, Name: leaderThrottleRate, Value: &v}, {Op: kadm.SetConfig, Name: followerThrottleRate, Value: &v}}
+	for _, id := range slices.Sorted(maps.Keys(brokers)) {
+		if err := alterConfigsErr(adm.AlterBrokerConfigs(ctx, alters, id)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// clearMoveThrottles removes what setMoveThrottles set: the throttle rates
+// on every broker and the throttled replicas of the plan's topics, as
+// kafka-reassign-partitions.sh --verify does once the moves are done.
+func clearMoveThrottles(ctx context.Context, adm *kadm.Client, plan *reassignmentPlan) error {
+	md, err := adm.BrokerMetadata(ctx)
+	if err != nil {
+		return err
+	}
+	rates := []kadm.AlterConfig{{Op: kadm.DeleteConfig, Name: leaderThrottleRate}, {Op: kadm.DeleteConfig, Name: followerThrottleRate}}
+	for _, id := range md.Brokers.NodeIDs() {
+		if err := alterConfigsErr(adm.AlterBrokerConfigs(ctx, rates, id)); err != nil {
+			return err
+		}
+	}
+	seen := map[string]bool{}
+	replicas := []kadm.AlterConfig{{Op: kadm.DeleteConfig, Name: leaderThrottledReplicas}, {Op: kadm.DeleteConfig, Name: followerThrottledReplicas}}
+	for _, p := range plan.Partitions {
+		if seen[p.Topic] {
+			continue
+		}
+		seen[p.Topic] = true
+		if err := alterConfigsErr(adm.AlterTopicConfigs(ctx, replicas, p.Topic)); err != nil && !errors.Is(err, kerr.UnknownTopicOrPartition) {
+			return err
+		}
+	}
+	return nil
+}
+
+// alterConfigsErr is the first error of an AlterConfigs answer.
+func alterConfigsErr(resp kadm.AlterConfigsResponses, err error) error {
+	if err != nil {
+		return err
+	}
+	for _, r := range resp {
+		if r.Err != nil {
+			return fmt.Errorf("%s: %w %s", r.Name, r.Err, r.ErrMessage)
+		}
+	}
+	return nil
+}
+
+// allDone reports whether every partition of a --status answer is done.
+func allDone(results []moveResult) bool {
+	for _, r := range results {
+		if r.Status != "done" {
+			return false
+		}
+	}
+	return len(results) > 0
 }

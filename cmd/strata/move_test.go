@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -8,6 +9,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-io/strata/internal/testutil/poll"
 )
@@ -49,13 +54,67 @@ func TestTopicMove(t *testing.T) {
 	if err := os.WriteFile(file, []byte(plan(moved...)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out := ok(t, "", "topic", "move", file, "--brokers", all); out != fmt.Sprintf("moving movable-0 to %s\n", ints(moved)) {
+	out := ok(t, "", "topic", "move", file, "--throttle", "100000000", "--brokers", all)
+	if out != fmt.Sprintf("throttled to 100000000 bytes a second\nmoving movable-0 to %s\n", ints(moved)) {
 		t.Fatalf("move: %q", out)
+	}
+	// Throttled as kafka-reassign-partitions.sh --throttle does: the
+	// current replicas on the leader's side, the new one on the
+	// follower's, the rate on the three brokers involved.
+	throttles := func() (topic map[string]string, brokers map[int32]map[string]string) {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(all, ",")...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		adm := kadm.NewClient(cl)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		topic, brokers = map[string]string{}, map[int32]map[string]string{}
+		tc, err := adm.DescribeTopicConfigs(ctx, "movable")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range tc {
+			for _, c := range r.Configs {
+				if strings.Contains(c.Key, "throttled") && c.Source == kmsg.ConfigSourceDynamicTopicConfig {
+					topic[c.Key] = *c.Value
+				}
+			}
+		}
+		for id := int32(1); id <= 3; id++ {
+			bc, err := adm.DescribeBrokerConfigs(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range bc {
+				for _, c := range r.Configs {
+					if strings.Contains(c.Key, "throttled") && c.Source == kmsg.ConfigSourceDynamicBrokerConfig {
+						if brokers[id] == nil {
+							brokers[id] = map[string]string{}
+						}
+						brokers[id][c.Key] = *c.Value
+					}
+				}
+			}
+		}
+		return topic, brokers
+	}
+	topicThrottles, brokerThrottles := throttles()
+	wantLeaders := fmt.Sprintf("0:%d,0:%d", placed[0], placed[1])
+	if topicThrottles["leader.replication.throttled.replicas"] != wantLeaders ||
+		topicThrottles["follower.replication.throttled.replicas"] != fmt.Sprintf("0:%d", fresh) || len(brokerThrottles) != 3 ||
+		brokerThrottles[fresh]["follower.replication.throttled.rate"] != "100000000" || brokerThrottles[placed[0]]["leader.replication.throttled.rate"] != "100000000" {
+		t.Fatalf("throttles: topic %v, brokers %v", topicThrottles, brokerThrottles)
 	}
 	poll.UntilStatus(t, 60*time.Second, "the move to complete", func() (bool, string) {
 		r := cli(t, "", "topic", "move", file, "--status", "--brokers", all)
-		return r.code == 0 && r.stdout == fmt.Sprintf("movable-0 done: replicas %s\n", ints(moved)), r.stdout + r.stderr
+		return r.code == 0 && r.stdout == fmt.Sprintf("movable-0 done: replicas %s\nreplication throttles removed\n", ints(moved)), r.stdout + r.stderr
 	})
+	if topicThrottles, brokerThrottles = throttles(); len(topicThrottles) != 0 || len(brokerThrottles) != 0 {
+		t.Fatalf("throttles left once the move is done: topic %v, brokers %v", topicThrottles, brokerThrottles)
+	}
+	fails(t, "--throttle takes a rate above 0", "topic", "move", file, "--throttle", "0", "--brokers", all)
 	desc = okJSON[[]topicDescription](t, "", "topic", "describe", "movable", "--brokers", all)
 	if p := desc[0].Partitions[0]; fmt.Sprint(p.Replicas) != fmt.Sprint(moved) || len(p.ISR) != 2 {
 		t.Fatalf("after the move: %+v", p)
