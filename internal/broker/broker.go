@@ -291,8 +291,12 @@ func New(opts Options) (*Broker, error) {
 		MaxRequestSize: int32(cfg.Int("socket.request.max.bytes")),
 		IdleTimeout:    time.Duration(cfg.Int("connections.max.idle.ms")) * time.Millisecond,
 		CopySplices:    !b.zeroCopy,
-		Logger:         b.logger,
-		Observe:        b.observe,
+
+		MaxQueuedRequestBytes: cfg.Int("queued.max.request.bytes"),
+		MaxConnections:        int(cfg.Int("max.connections")),
+		MaxConnectionsPerIP:   int(cfg.Int("max.connections.per.ip")),
+		Logger:                b.logger,
+		Observe:               b.observe,
 	})
 	if err != nil {
 		b.abort()

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -36,6 +37,7 @@ type Conn struct {
 	nc       net.Conn
 	log      *slog.Logger
 	listener string // ListenerConfig.Name
+	ip       string // counted against max.connections.per.ip
 
 	// maxRequestSize is the largest frame the reader accepts now: the
 	// server's limit, or a smaller one the handler sets (SASL before
@@ -258,6 +260,11 @@ func (c *Conn) readRequest() (*inflight, bool) {
 		c.readFailed(err)
 		return nil, false
 	}
+	budgeted, ok := c.takeBudget()
+	if !ok {
+		return nil, false
+	}
+	defer c.releaseBudget(budgeted) // once Handle has returned
 	f, err := readFrame(c.br, c.maxRequestSize.Load())
 	if err != nil {
 		c.readFailed(err)
@@ -296,6 +303,34 @@ func (c *Conn) readRequest() (*inflight, bool) {
 	it.resp = resp
 	it.ready = time.Now()
 	return it, true
+}
+
+// takeBudget takes the next frame's size from queued.max.request.bytes,
+// waiting while it is spent; a size outside the frame limits takes
+// nothing (readFrame refuses it). It returns what it took.
+func (c *Conn) takeBudget() (int64, bool) {
+	b := c.server.budget
+	if b == nil {
+		return 0, true
+	}
+	head, err := c.br.Peek(4)
+	if err != nil {
+		return 0, true // readFrame reports it
+	}
+	size := int64(int32(binary.BigEndian.Uint32(head)))
+	if size < minFrameSize || size > int64(c.maxRequestSize.Load()) {
+		return 0, true
+	}
+	if !b.acquire(c.ctx, size) {
+		return 0, false
+	}
+	return size, true
+}
+
+func (c *Conn) releaseBudget(n int64) {
+	if n > 0 {
+		c.server.budget.release(n)
+	}
 }
 
 // decode decodes a frame, turning a panic in kmsg into an error.

@@ -32,6 +32,18 @@
 // buffers; larger ones grow as their bytes arrive, so a client that
 // announces 100 MiB and sends nothing costs no more than what it sent.
 //
+// # Limits
+//
+// Config.MaxQueuedRequestBytes (queued.max.request.bytes) is a budget of
+// request bytes being read, decoded and handled across connections: a
+// reader takes a frame's size before reading its body and returns it when
+// Handle returns, and waits while the budget is spent, so the broker stops
+// reading sockets. Config.MaxConnections makes the accept loops wait for a
+// free slot; Config.MaxConnectionsPerIP closes a connection beyond it at
+// once. A handler may lower a connection's frame limit
+// (Conn.SetMaxRequestSize), as SASL listeners do before authentication,
+// and ListenerConfig.MaxRequestSize sets it for new connections.
+//
 // # Versions and malformed input
 //
 // Handler.Versions lists what the handler implements; wire refuses the rest

@@ -44,6 +44,18 @@ type Config struct {
 	// DefaultMaxInFlight.
 	MaxInFlight int
 
+	// MaxQueuedRequestBytes bounds the bytes of requests being read,
+	// decoded and handled at once, across connections:
+	// queued.max.request.bytes, default -1 (unbounded). See byteBudget.
+	MaxQueuedRequestBytes int64
+
+	// MaxConnections is max.connections: at most this many connections
+	// are open; the accept loops wait for one to close. MaxConnectionsPerIP
+	// is max.connections.per.ip: a connection beyond it is closed at
+	// once. Zero or negative is unlimited (Kafka's default is
+	// 2147483647).
+	MaxConnections, MaxConnectionsPerIP int
+
 	// CopySplices sends spliced file regions by copying them through user
 	// space (ReadAt and write) instead of sendfile(2). Strata-specific,
 	// default false; it exists to compare the two paths. TLS and non-TCP
@@ -105,12 +117,15 @@ type Stats struct {
 	// Panics counts panics recovered in decoding, Handle, Deferred, Done
 	// and response encoding.
 	Panics uint64
+	// ConnectionsRefused counts connections closed at once for
+	// max.connections.per.ip.
+	ConnectionsRefused uint64
 }
 
 type counters struct {
 	connectionsOpened, connectionsClosed             atomic.Uint64
 	requests, frameErrors, decodeErrors, unsupported atomic.Uint64
-	panics                                           atomic.Uint64
+	panics, connectionsRefused                       atomic.Uint64
 }
 
 // Server accepts Kafka connections and serves them with a Handler.
@@ -127,6 +142,10 @@ type Server struct {
 
 	nextConnID atomic.Uint64
 	stats      counters
+	// budget is MaxQueuedRequestBytes, nil when unbounded; limits are
+	// the connection limits.
+	budget *byteBudget
+	limits *connLimits
 
 	mu           sync.Mutex
 	shuttingDown bool // set once by Shutdown or Close
@@ -168,6 +187,10 @@ func NewServer(cfg Config) (*Server, error) {
 		conns:     make(map[*Conn]struct{}),
 		connsDone: make(chan struct{}),
 	}
+	if cfg.MaxQueuedRequestBytes > 0 {
+		s.budget = newByteBudget(cfg.MaxQueuedRequestBytes)
+	}
+	s.limits = newConnLimits(cfg.MaxConnections, cfg.MaxConnectionsPerIP)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
 }
@@ -211,8 +234,12 @@ func (s *Server) ServeListener(l net.Listener, lc ListenerConfig) error {
 
 	var backoff time.Duration
 	for {
+		if !s.limits.waitSlot(s.ctx) {
+			return ErrServerClosed
+		}
 		nc, err := l.Accept()
 		if err != nil {
+			s.limits.releaseSlot()
 			if s.closing() {
 				return ErrServerClosed
 			}
@@ -230,12 +257,23 @@ func (s *Server) ServeListener(l net.Listener, lc ListenerConfig) error {
 			continue
 		}
 		backoff = 0
+		ip, ok := s.limits.admitIP(nc.RemoteAddr())
+		if !ok {
+			s.limits.releaseSlot()
+			s.stats.connectionsRefused.Add(1)
+			s.log.Info("wire: refusing connection: max.connections.per.ip reached", "remote", addrString(nc.RemoteAddr()), "listener", lc.Name, "limit", s.cfg.MaxConnectionsPerIP)
+			nc.Close()
+			continue
+		}
 		c := newConn(s, nc)
+		c.ip = ip
 		c.listener = lc.Name
 		if lc.MaxRequestSize > 0 {
 			c.SetMaxRequestSize(lc.MaxRequestSize)
 		}
 		if !s.track(c) {
+			s.limits.leaveIP(ip)
+			s.limits.releaseSlot()
 			nc.Close()
 			return ErrServerClosed
 		}
@@ -267,6 +305,8 @@ func (s *Server) untrack(c *Conn) {
 	defer s.mu.Unlock()
 	delete(s.conns, c)
 	s.stats.connectionsClosed.Add(1)
+	s.limits.leaveIP(c.ip)
+	s.limits.releaseSlot()
 	if s.shuttingDown && len(s.conns) == 0 {
 		closeOnce(s.connsDone)
 	}
@@ -331,12 +371,13 @@ func (s *Server) Close() error {
 // Stats returns the server's counters.
 func (s *Server) Stats() Stats {
 	return Stats{
-		ConnectionsOpened: s.stats.connectionsOpened.Load(),
-		ConnectionsClosed: s.stats.connectionsClosed.Load(),
-		Requests:          s.stats.requests.Load(),
-		FrameErrors:       s.stats.frameErrors.Load(),
-		DecodeErrors:      s.stats.decodeErrors.Load(),
-		Unsupported:       s.stats.unsupported.Load(),
-		Panics:            s.stats.panics.Load(),
+		ConnectionsOpened:  s.stats.connectionsOpened.Load(),
+		ConnectionsClosed:  s.stats.connectionsClosed.Load(),
+		Requests:           s.stats.requests.Load(),
+		FrameErrors:        s.stats.frameErrors.Load(),
+		DecodeErrors:       s.stats.decodeErrors.Load(),
+		Unsupported:        s.stats.unsupported.Load(),
+		Panics:             s.stats.panics.Load(),
+		ConnectionsRefused: s.stats.connectionsRefused.Load(),
 	}
 }
