@@ -67,7 +67,17 @@ func serve(ctx context.Context, cfg *config.Server) error {
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case <-b.Failed():
+		// As Kafka halts when its last log directory fails: the
+		// controller has moved this node's leaderships away, and a
+		// supervisor restarts it once the disk is fixed.
+		err := b.FailedErr()
+		logger.Error("log directory failed; stopping", "err", err)
+		b.Kill()
+		return fmt.Errorf("log directory failed: %w", err)
+	}
 	logger.Info("shutting down")
 	return b.Close()
 }

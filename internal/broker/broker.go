@@ -95,6 +95,13 @@ type Broker struct {
 	incarnation metadata.UUID
 	brokerEpoch atomic.Int64
 	fenced      atomic.Bool
+	// logDirFailed is set once a log went offline with an I/O error:
+	// heartbeats ask to be fenced from then on.
+	logDirFailed atomic.Bool
+	// failedCh is closed once the controller fenced this broker for its
+	// failed log directory (Failed).
+	failedCh chan struct{}
+	failOnce sync.Once
 	// controllerListener serves the controller listener's Kafka side;
 	// nil when this node has none.
 	controllerServer   *wire.Server
@@ -178,6 +185,7 @@ func New(opts Options) (*Broker, error) {
 		dial:       opts.Dial,
 		dir:        cfg.LogDirs()[0],
 		partitions: map[tp]*replica.Partition{},
+		failedCh:   make(chan struct{}),
 		zeroCopy:   cfg.Bool("strata.fetch.zero.copy"),
 	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
@@ -566,6 +574,19 @@ func (b *Broker) Start() error {
 	return nil
 }
 
+// Failed is closed once this node's log directory failed (a log taken
+// offline by an I/O error, or its metadata quorum stopped by one) and the
+// controller fenced it, moving its leaderships away. The node is then of no
+// use until restarted on a working disk: its owner stops it (Kill), as
+// Kafka halts when its last log directory fails; strata serve exits.
+func (b *Broker) Failed() <-chan struct{} { return b.failedCh }
+
+// Stopping is closed once Close or Kill is under way.
+func (b *Broker) Stopping() <-chan struct{} { return b.ctx.Done() }
+
+// FailedErr is what failed the log directory, nil while it works.
+func (b *Broker) FailedErr() error { return b.failed() }
+
 // AdminAddr is the admin HTTP listener's address, or "" when disabled.
 func (b *Broker) AdminAddr() string {
 	if b.admin == nil {
@@ -580,11 +601,23 @@ func (b *Broker) Metrics() *metrics.Broker { return b.metrics }
 // live reports whether the broker can still write: a log taken offline by
 // an I/O error makes it unhealthy.
 func (b *Broker) live() error {
+	return b.failed()
+}
+
+// failed returns what took this node's log directory out of service: an
+// I/O error that stopped its metadata quorum or took a hosted log offline.
+func (b *Broker) failed() error {
 	if b.controller != nil {
 		if err := b.controller.Err(); err != nil {
 			return err
 		}
 	}
+	return b.logsFailed()
+}
+
+// logsFailed returns the error that took a hosted partition's log offline,
+// if one did.
+func (b *Broker) logsFailed() error {
 	b.partitionsMu.RLock()
 	defer b.partitionsMu.RUnlock()
 	for key, p := range b.partitions {

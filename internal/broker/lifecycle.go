@@ -82,6 +82,20 @@ func (b *Broker) heartbeat(ctx context.Context, wantShutDown bool) (*kmsg.Broker
 		req.CurrentMetadataOffset = img.Offset
 	}
 	req.WantShutdown = wantShutDown
+	if !wantShutDown {
+		// A log taken offline by an I/O error (a full or failing disk),
+		// or this node's metadata quorum stopped by one, takes the whole
+		// log directory, this broker's only one, out of service: the
+		// broker asks to be fenced, and the controller moves its
+		// leaderships to other in-sync replicas, as Kafka does for a
+		// failed log directory. It stays fenced until restarted.
+		if err := b.failed(); err != nil {
+			req.WantFence = true
+			if b.logDirFailed.CompareAndSwap(false, true) {
+				b.logger.Error("log directory failed: asking the controller to fence this broker and move its leaderships", "dir", b.dir, "err", err)
+			}
+		}
+	}
 	resp, err := b.ctrl.Request(ctx, req)
 	if err != nil {
 		return nil, err
@@ -100,6 +114,12 @@ func (b *Broker) heartbeat(ctx context.Context, wantShutDown bool) (*kmsg.Broker
 	if r.IsFenced != b.fenced.Load() {
 		b.fenced.Store(r.IsFenced)
 		b.logger.Info("broker state", "fenced", r.IsFenced, "caught_up", r.IsCaughtUp, "epoch", req.BrokerEpoch)
+	}
+	if req.WantFence && r.IsFenced {
+		// Fenced, its leaderships moved: the node stops, as Kafka halts
+		// when its last log directory fails, rather than serve clients
+		// from metadata it may no longer follow.
+		b.failOnce.Do(func() { close(b.failedCh) })
 	}
 	return r, nil
 }

@@ -133,3 +133,28 @@ func TestOfflineFollowerStopsFetching(t *testing.T) {
 		t.Fatalf("the leader's high watermark is %d: it counted an unsynced follower", hw)
 	}
 }
+
+// TestOfflineLeaderServesNoOne fails a durable leader's fsync: its log goes
+// offline, and a consumer's or a follower's fetch then fails with the
+// offline error (KAFKA_STORAGE_ERROR on the wire), so that they look for
+// the next leader instead of reading nothing from this one forever.
+func TestOfflineLeaderServesNoOne(t *testing.T) {
+	both := []int32{1, 2}
+	s := settings(2, true)
+	ma := vfs.NewMem()
+	efs := vfs.NewErrorFS(ma)
+	a := openMemNodeWith(t, 1, ma, efs, s)
+	if err := a.p.BecomeLeader(state(1, 1, 0, both, both)); err != nil {
+		t.Fatal(err)
+	}
+	efs.Add(vfs.Fault{Op: vfs.OpSync})
+	if _, err := a.p.AppendAsLeader(batch(2, -1, 0), -1); err == nil {
+		t.Fatal("an append whose fsync failed succeeded")
+	}
+	for _, f := range []*FollowerRead{nil, {ReplicaID: 2, LastFetchedEpoch: -1}} {
+		_, err := a.p.Read(ReadRequest{Offset: 0, CurrentLeaderEpoch: 1, MaxBytes: 1 << 20, MinOneBatch: true, Follower: f})
+		if !errors.Is(err, storage.ErrLogOffline) {
+			t.Fatalf("a fetch (follower %v) from an offline leader: %v, want %v", f != nil, err, storage.ErrLogOffline)
+		}
+	}
+}

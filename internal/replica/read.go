@@ -73,6 +73,13 @@ func (p *Partition) Read(r ReadRequest) (ReadResult, error) {
 		err = p.tracker.isReplica(f.ReplicaID)
 	}
 	p.mu.Unlock()
+	if err == nil {
+		// A log taken offline by an I/O error serves no one, consumer
+		// or follower: they get KAFKA_STORAGE_ERROR and look for the
+		// partition's next leader, as from an offline replica in Kafka,
+		// rather than reading nothing from it forever.
+		err = p.log.Offline()
+	}
 	if err != nil {
 		return ReadResult{}, err
 	}
