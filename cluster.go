@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -188,7 +189,28 @@ func (c *Cluster) start(n *clusterNode) error {
 	c.mu.Lock()
 	n.b, n.fs = b, fs
 	c.mu.Unlock()
+	go c.stopFailed(n, b)
 	return nil
+}
+
+// stopFailed stops node n when its log directory fails (FailDisk), as
+// strata serve exits then, until it stops otherwise.
+func (c *Cluster) stopFailed(n *clusterNode, b *broker.Broker) {
+	select {
+	case <-b.Failed():
+	case <-b.Stopping():
+		return
+	}
+	c.mu.Lock()
+	current := n.b == b
+	if current {
+		n.b = nil
+	}
+	c.mu.Unlock()
+	if current {
+		c.opts.Logger.Error("log directory failed; node stopped", "node", n.id)
+		b.Kill()
+	}
 }
 
 // node returns node id, or an error naming the ids there are.
@@ -269,6 +291,61 @@ func (c *Cluster) Kill(id int32) error {
 }
 
 var errKilled = errors.New("strata: node killed")
+
+// DiskFault is a failure of one node's disk, for Cluster.FailDisk.
+type DiskFault int
+
+// The disk faults.
+const (
+	// DiskFull fails every write, create, truncation and sync with ENOSPC,
+	// as a full disk does.
+	DiskFull DiskFault = iota + 1
+	// SyncFails fails every fsync with EIO; writes still reach the page
+	// cache, as on a disk that fails under the cache (the failure only
+	// shows where the node syncs: log.flush.interval.messages=1 syncs
+	// every append).
+	SyncFails
+)
+
+func (d DiskFault) String() string {
+	switch d {
+	case DiskFull:
+		return "disk full (ENOSPC)"
+	case SyncFails:
+		return "fsync fails (EIO)"
+	}
+	return fmt.Sprintf("DiskFault(%d)", int(d))
+}
+
+// FailDisk makes node id's disk fail from now on, until the node is
+// restarted. The node takes the logs that hit the failure offline (a
+// failed fsync is never retried as if nothing happened), asks the
+// controller to fence it, the controller moves its leaderships to other
+// in-sync replicas, and the node stops, as strata serve exits then (and
+// Kafka halts when its last log directory fails); Restart starts it again
+// on a working disk.
+func (c *Cluster) FailDisk(id int32, fault DiskFault) error {
+	n, err := c.node(id)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n.b == nil {
+		return fmt.Errorf("strata: node %d is not running", id)
+	}
+	switch fault {
+	case DiskFull:
+		for _, op := range []vfs.Op{vfs.OpCreate, vfs.OpWrite, vfs.OpSync, vfs.OpTruncate} {
+			n.fs.Add(vfs.Fault{Op: op, Err: syscall.ENOSPC})
+		}
+	case SyncFails:
+		n.fs.Add(vfs.Fault{Op: vfs.OpSync, Err: syscall.EIO})
+	default:
+		return fmt.Errorf("strata: unknown disk fault %d", int(fault))
+	}
+	return nil
+}
 
 // Stop stops node id cleanly, as SIGTERM stops `strata serve`: its
 // leaderships move to other in-sync replicas first, and it hands the
