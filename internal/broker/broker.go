@@ -357,8 +357,10 @@ func (b *Broker) openController() error {
 	if err != nil {
 		return err
 	}
-	b.raft.Store(b.quorum)
+	// Started before the controller listener may hand it connections:
+	// Start sets up the transport that serves them.
 	b.quorum.Start()
+	b.raft.Store(b.quorum)
 	return b.openControllerOver(b.quorum)
 }
 
