@@ -82,6 +82,11 @@ type Stats struct {
 	// send (acknowledgement or failure) while records were waiting for
 	// one, from the first answer on.
 	LongestAckGapMillis float64 `json:"longest_ack_gap_ms"`
+	// LongestPartitionAckGapMillis is the same, partition by partition,
+	// for the partition where it was longest: a fault that stops one
+	// partition while the others go on shows here, not above.
+	LongestPartitionAckGapMillis float64 `json:"longest_partition_ack_gap_ms"`
+	LongestAckGapPartition       int32   `json:"longest_ack_gap_partition"`
 }
 
 // Count is the number of anomalies of kind k.
@@ -234,6 +239,15 @@ func Check(h *History) *Result {
 		c.checkPolls(cons)
 	}
 	res.Stats.LongestAckGapMillis = float64(longestAckGap(h.Sends)) / float64(time.Millisecond)
+	byPartition := map[int32][]Send{}
+	for _, s := range h.Sends {
+		byPartition[s.Partition] = append(byPartition[s.Partition], s)
+	}
+	for _, p := range sortedPartitions(byPartition) {
+		if gap := float64(longestAckGap(byPartition[p])) / float64(time.Millisecond); gap > res.Stats.LongestPartitionAckGapMillis {
+			res.Stats.LongestPartitionAckGapMillis, res.Stats.LongestAckGapPartition = gap, p
+		}
+	}
 
 	for _, k := range Kinds {
 		res.Anomalies = append(res.Anomalies, *c.found[k])

@@ -299,6 +299,21 @@ func TestLongestAckGap(t *testing.T) {
 	}
 }
 
+// TestLongestPartitionAckGap: one partition stalled while another answered
+// throughout shows as a gap of that partition, not of the run.
+func TestLongestPartitionAckGap(t *testing.T) {
+	ms := int64(time.Millisecond)
+	var sends []Send
+	for i := range int64(20) {
+		sends = append(sends, Send{Partition: 1, SentNanos: i * 10 * ms, AnswerNanos: (i*10 + 2) * ms})
+	}
+	sends = append(sends, Send{Partition: 0, SentNanos: 0, AnswerNanos: 5 * ms}, Send{Partition: 0, SentNanos: 10 * ms, AnswerNanos: 150 * ms})
+	st := Check(&History{Partitions: 2, Sends: sends}).Stats
+	if st.LongestAckGapMillis > 10 || st.LongestPartitionAckGapMillis != 140 || st.LongestAckGapPartition != 0 {
+		t.Fatalf("gaps: run %v ms, partition %d %v ms; want at most 10, partition 0 140", st.LongestAckGapMillis, st.LongestAckGapPartition, st.LongestPartitionAckGapMillis)
+	}
+}
+
 func TestHistoryRoundTrip(t *testing.T) {
 	h := &History{Run: "r", Topic: "t", Partitions: 1, Sends: []Send{acked(0, 0, 0, 0)},
 		Consumers: []Consumer{consumer("a", assigned(0), poll(0, 0, v(0, 0)))}, Final: []FinalRead{reached(0, 0, 1)}}

@@ -13,7 +13,11 @@ func (r *Result) WriteText(w io.Writer) error {
 	fmt.Fprintf(w, "topic %s: %d partitions, replication factor %d\n", r.Topic, r.Partitions, r.ReplicationFactor)
 	fmt.Fprintf(w, "sent %d: %d acknowledged, %d failed, %d unanswered\n", st.Sent, st.Acknowledged, st.Failed, st.Unanswered)
 	fmt.Fprintf(w, "read %d records (%d distinct); %d indeterminate, %d unread, %d fetch errors\n", st.Polled, st.Distinct, st.Indeterminate, st.Unread, st.FetchErrors)
-	fmt.Fprintf(w, "longest wait for an acknowledgement: %.1f ms\n\n", st.LongestAckGapMillis)
+	fmt.Fprintf(w, "longest wait for an acknowledgement: %.1f ms", st.LongestAckGapMillis)
+	if st.LongestPartitionAckGapMillis > 0 {
+		fmt.Fprintf(w, "; in one partition: %.1f ms (partition %d)", st.LongestPartitionAckGapMillis, st.LongestAckGapPartition)
+	}
+	fmt.Fprint(w, "\n\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ANOMALY\tCOUNT")
 	for _, a := range r.Anomalies {
