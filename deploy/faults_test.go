@@ -177,11 +177,17 @@ func slicesContains(s []int32, v int32) bool {
 	return false
 }
 
-// nsIptables runs iptables in node id's network namespace (the image has
-// no iptables: the host's runs in the container's namespace).
-func (c *composeCluster) nsIptables(id int32, args ...string) {
+// pid is node id's container's process id on the host.
+func (c *composeCluster) pid(id int32) string {
 	c.t.Helper()
-	pid := strings.TrimSpace(run(c.t, nil, "docker", "inspect", "-f", "{{.State.Pid}}", c.container(id)))
+	return strings.TrimSpace(run(c.t, nil, "docker", "inspect", "-f", "{{.State.Pid}}", c.container(id)))
+}
+
+// nsIptables runs iptables in the network namespace of the process pid (a
+// container's: the image has no iptables, the host's runs in its
+// namespace).
+func (c *composeCluster) nsIptables(pid string, args ...string) {
+	c.t.Helper()
 	run(c.t, nil, "nsenter", append([]string{"-t", pid, "-n", "iptables"}, args...)...)
 }
 
@@ -270,14 +276,15 @@ var composeFaults = []composeFault{
 				[]string{"OUTPUT", "-d", c.ip(n), "-p", "tcp", "--dport", "9092", "-j", "DROP"},
 				[]string{"OUTPUT", "-d", c.ip(n), "-p", "tcp", "--sport", "9092", "-j", "DROP"})
 		}
+		pid := c.pid(l)
 		tl.add("iptables in node %d's namespace (leader of partition 0): drop its followers' replication traffic (port 9092), keep the quorum's (9093)", l)
 		for _, r := range rules {
-			c.nsIptables(l, append([]string{"-A"}, r...)...)
+			c.nsIptables(pid, append([]string{"-A"}, r...)...)
 		}
 		hold(sessionTimeout + 3*time.Second)
 		tl.add("remove the rules (partition 0 led by %d)", c.leader(topic))
 		for _, r := range rules {
-			c.nsIptables(l, append([]string{"-D"}, r...)...)
+			c.nsIptables(pid, append([]string{"-D"}, r...)...)
 		}
 	}},
 }
