@@ -5,6 +5,13 @@
 //	node, err := strata.Start(strata.Options{Dir: t.TempDir()})
 //	...
 //	cl, err := kgo.NewClient(kgo.SeedBrokers(node.Addr()))
+//
+// StartCluster runs a replicated cluster of such nodes in the process, with
+// faults to inject (Kill, Partition, FailDisk) and Restart:
+//
+//	c, err := strata.StartCluster(strata.ClusterOptions{Nodes: 3, Dir: t.TempDir()})
+//	...
+//	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
 package strata
 
 import (
