@@ -18,9 +18,11 @@ import (
 // * Records go from the page cache to the socket with sendfile(2): each
 // partition's records are a file region of whole batches, spliced into the
 // encoded response by wire (strata.fetch.zero.copy=false copies instead).
-// * Reads stop at the high watermark. There are no transactions, so the
-// last stable offset is the high watermark and read_committed equals
-// read_uncommitted.
+// * Consumers read up to the high watermark, or with isolation level
+// read_committed (1) up to the last stable offset, and then get the
+// aborted transactions (from the .txnindex) that may have records in what
+// they read, as Kafka answers; the client drops those records and the
+// control batches.
 // * MinBytes/MaxWaitMillis long-poll: the response waits, deferred, until
 // enough bytes are committed on any fetched partition or the wait ends.
 // * Incremental fetch sessions (KIP-227, fetchsession.go): after the first
@@ -149,6 +151,8 @@ type fetchResult struct {
 	// (v11+); redirected when a partition named a preferred read replica,
 	// which is answered at once, as Kafka does.
 	anyReplica, redirected bool
+	// readCommitted is a consumer's isolation level read_committed.
+	readCommitted bool
 	// bytesOut and failed count per topic, for the metrics of the pass
 	// that is answered.
 	bytesOut map[string]int64
@@ -158,7 +162,7 @@ type fetchResult struct {
 // moved reports whether any partition has news since the pass read it.
 func (f *fetchResult) moved() bool {
 	for i, p := range f.parts {
-		if p.Limit(f.replicaID >= 0, f.anyReplica) != f.limits[i] {
+		if p.Limit(f.replicaID >= 0, f.anyReplica, f.readCommitted) != f.limits[i] {
 			return true
 		}
 	}
@@ -189,6 +193,7 @@ func (b *Broker) fetchOnce(r *kmsg.FetchRequest, reread bool) fetchResult {
 	img := b.image.Load()
 	res := fetchResult{replicaID: fetchReplicaID(r)}
 	res.anyReplica = res.replicaID < 0 && r.Version >= 11
+	res.readCommitted = res.replicaID < 0 && r.IsolationLevel == 1
 	st := b.settings.Load()
 	rackAware := res.anyReplica && st.rackAwareReads && r.Rack != ""
 	limit := st.fetchMaxBytes
@@ -236,6 +241,7 @@ func (b *Broker) fetchOnce(r *kmsg.FetchRequest, reread bool) fetchResult {
 					MaxBytes:           min(remaining, int64(rp.PartitionMaxBytes)),
 					MinOneBatch:        minOneBatch,
 					AnyReplica:         res.anyReplica,
+					ReadCommitted:      res.readCommitted,
 				}
 				if res.replicaID >= 0 {
 					rr.Follower = &replica.FollowerRead{ReplicaID: res.replicaID, LastFetchedEpoch: rp.LastFetchedEpoch,
@@ -313,7 +319,11 @@ func readPartition(p *replica.Partition, rr replica.ReadRequest, sp *kmsg.FetchR
 	if err != nil {
 		return nil, 0, storageError(err)
 	}
-	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = res.HighWatermark, res.HighWatermark, res.LogStartOffset
+	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = res.HighWatermark, res.LastStableOffset, res.LogStartOffset
+	for _, a := range res.AbortedTxns {
+		sp.AbortedTransactions = append(sp.AbortedTransactions, kmsg.FetchResponseTopicPartitionAbortedTransaction{
+			ProducerID: a.ProducerID, FirstOffset: a.FirstOffset})
+	}
 	if d := res.DivergingEpoch; d != nil {
 		sp.DivergingEpoch.Epoch, sp.DivergingEpoch.EndOffset = d.Epoch, d.EndOffset
 	}

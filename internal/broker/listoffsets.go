@@ -14,12 +14,13 @@ import (
 // ListOffsets: v1-8.
 //
 // Behavior:
-// * -1 (latest) is the high watermark (there are no transactions, so it is
-// also the last stable offset), -2 (earliest) the log start offset, -3
+// * -1 (latest) is the high watermark, or with isolation level
+// read_committed (v2+) the last stable offset, -2 (earliest) the log start offset, -3
 // (v7+) the offset and timestamp of the record with the largest timestamp,
 // -4 (v8+, earliest local) the log start offset, as there is no tiered
 // storage. Any other timestamp finds the first record at or after it
-// through the time index; when there is none, offset and timestamp are -1.
+// through the time index, below the same bound; when there is none, offset
+// and timestamp are -1.
 // * The leader epoch returned is the current leader epoch.
 // * A follower asking (replica id >= 0) gets the log end offset for -1.
 func init() { register(2, 1, 8, (*Broker).handleListOffsets) }
@@ -35,7 +36,7 @@ func (b *Broker) handleListOffsets(_ context.Context, _ *wire.Conn, req *wire.Re
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.Timestamp, sp.Offset = -1, -1
-			if err := b.listOffset(img, rt.Topic, &rp, &sp, r.Version, r.ReplicaID); err != nil {
+			if err := b.listOffset(img, rt.Topic, &rp, &sp, r.Version, r.ReplicaID, r.IsolationLevel == 1); err != nil {
 				sp.ErrorCode = errorCode(err)
 			}
 			st.Partitions = append(st.Partitions, sp)
@@ -45,7 +46,7 @@ func (b *Broker) handleListOffsets(_ context.Context, _ *wire.Conn, req *wire.Re
 	return respond(resp)
 }
 
-func (b *Broker) listOffset(img *metadata.Image, topic string, rp *kmsg.ListOffsetsRequestTopicPartition, sp *kmsg.ListOffsetsResponseTopicPartition, version int16, replicaID int32) error {
+func (b *Broker) listOffset(img *metadata.Image, topic string, rp *kmsg.ListOffsetsRequestTopicPartition, sp *kmsg.ListOffsetsResponseTopicPartition, version int16, replicaID int32, readCommitted bool) error {
 	p, err := b.hostedPartition(img, topic, rp.Partition)
 	if err != nil {
 		return err
@@ -53,7 +54,7 @@ func (b *Broker) listOffset(img *metadata.Image, topic string, rp *kmsg.ListOffs
 	if (rp.Timestamp == replica.MaxTimestamp && version < 7) || (rp.Timestamp == replica.EarliestLocalTimestamp && version < 8) {
 		return kerr.UnsupportedVersion
 	}
-	res, err := p.OffsetForTime(rp.CurrentLeaderEpoch, rp.Timestamp, replicaID)
+	res, err := p.OffsetForTime(rp.CurrentLeaderEpoch, rp.Timestamp, replicaID, readCommitted)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,12 +68,50 @@ func TestTransactionalProducerCommitsAndAborts(t *testing.T) {
 			t.Fatalf("record from producer %d, want %d", r.ProducerID, md.ProducerID)
 		}
 	}
+	// read_committed: the committed 13, in order, none of the aborted.
+	committed := consumeCommitted(t, tb.Addr(), 13, "tx")
+	for _, r := range committed {
+		if strings.HasPrefix(string(r.Value), "aborted") {
+			t.Fatalf("read_committed consumer read %q", r.Value)
+		}
+	}
 	// The partitions hold no open transaction once the last markers are
 	// in: the last stable offset is the high watermark.
 	for p := range int32(2) {
 		rp, _ := tb.partition("tx", p)
 		poll.Until(t, 30*time.Second, "the markers are written", func() bool { return rp.LastStableOffset() == rp.HighWatermark() })
 	}
+
+	// After a restart the aborted-transaction index still hides the
+	// aborted records, and the coordinator still knows the id.
+	tb.restart(t)
+	consumeCommitted(t, tb.Addr(), 13, "tx")
+	produceTxn(t, cl, "tx", "after-restart", 2, true)
+	consumeCommitted(t, tb.Addr(), 15, "tx")
+}
+
+// consumeCommitted reads n records from the start of the topics with a
+// read_committed consumer, and checks no more come.
+func consumeCommitted(t *testing.T, addr string, n int, topics ...string) []*kgo.Record {
+	t.Helper()
+	cl := newClient(t, addr, kgo.ConsumeTopics(topics...), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(200*time.Millisecond))
+	ctx := testContext(t)
+	var out []*kgo.Record
+	for len(out) < n {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumed %d of %d records: %v", len(out), n, ctx.Err())
+		}
+		for _, e := range fs.Errors() {
+			t.Fatalf("fetch error on %s/%d: %v", e.Topic, e.Partition, e.Err)
+		}
+		out = append(out, fs.Records()...)
+	}
+	if len(out) != n {
+		t.Fatalf("read_committed read %d records, want %d", len(out), n)
+	}
+	return out
 }
 
 // TestZombieProducerIsFenced: a second producer with the same
@@ -93,6 +132,22 @@ func TestZombieProducerIsFenced(t *testing.T) {
 	rp, _ := tb.partition("zombie", 0)
 	if lso := rp.LastStableOffset(); lso != 0 {
 		t.Fatalf("last stable offset %d with a transaction open at 0", lso)
+	}
+	// ListOffsets: latest is the last stable offset for read_committed,
+	// the high watermark for read_uncommitted.
+	for level, want := range map[int8]int64{0: 1, 1: 0} {
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.Version, req.ReplicaID, req.IsolationLevel = 5, -1, level
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = "zombie"
+		rpart := kmsg.NewListOffsetsRequestTopicPartition()
+		rpart.Timestamp = -1
+		rt.Partitions = append(rt.Partitions, rpart)
+		req.Topics = append(req.Topics, rt)
+		resp := rawRequest(t, tb.Addr(), req).(*kmsg.ListOffsetsResponse)
+		if got := resp.Topics[0].Partitions[0].Offset; got != want {
+			t.Fatalf("ListOffsets latest at isolation %d: %d, want %d", level, got, want)
+		}
 	}
 
 	// The new instance's InitProducerId aborts the open transaction at a

@@ -1,9 +1,11 @@
 // Package replica owns a partition on this broker: its log, its leader
 // epoch and leader-epoch fencing (KIP-320), its high watermark, its
-// idempotent producers' state, and the waiters for acks=all produces and
-// long-polling fetches. It is the only place that decides what a fetch may
-// read (up to the high watermark for consumers) and when an acks=all
-// produce is answered. The broker's handlers call it; storage is below it,
+// idempotent producers' state (with their open transactions, txn.go), and
+// the waiters for acks=all produces and long-polling fetches. It is the only
+// place that decides what a fetch may read (up to the high watermark for
+// consumers, the last stable offset for read_committed ones, with the
+// aborted transactions of what they read) and when an acks=all produce is
+// answered. The broker's handlers call it; storage is below it,
 // and the broker never touches a partition's storage.Log.
 //
 // On a single node the in-sync replica set is {self} and the high watermark

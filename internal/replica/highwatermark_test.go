@@ -16,7 +16,7 @@ func consumerView(t *testing.T, p *Partition, epoch int32, from int64) (hw, late
 	if err != nil {
 		t.Fatalf("consumer fetch at %d: %v", from, err)
 	}
-	off, err := p.OffsetForTime(epoch, LatestTimestamp, -1)
+	off, err := p.OffsetForTime(epoch, LatestTimestamp, -1, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -148,27 +148,67 @@ func New(topic string, index int32, log *storage.Log, s Settings, opts Options) 
 }
 
 // rebuildProducers loads the newest readable producer snapshot and replays
-// the batch headers written after it.
+// the batch headers written after it. Markers are read whole, so that an
+// aborted transaction whose index entry a crash lost is indexed again.
 func (p *Partition) rebuildProducers() error {
+	defer p.publishFirstUnstableLocked()
 	offset, data, ok, err := p.log.LatestSnapshot()
 	if err != nil || !ok {
 		data, offset = nil, p.log.LogStartOffset()
 	}
-	scan := func(apply func(record.Header) bool) error {
-		return p.log.ScanBatchHeaders(offset, func(h record.Header, _ int64) bool { return apply(h) })
-	}
-	defer p.publishFirstUnstableLocked()
-	if err := p.producers.Rebuild(data, scan); err != nil {
+	state, err := p.replayProducers(data, offset)
+	if err != nil {
 		if data == nil {
 			return fmt.Errorf("replica: rebuilding producer state of %s-%d: %w", p.Topic, p.Index, err)
 		}
 		// A corrupt snapshot: rebuild from the whole log instead.
-		offset = p.log.LogStartOffset()
-		if err := p.producers.Rebuild(nil, scan); err != nil {
+		if state, err = p.replayProducers(nil, p.log.LogStartOffset()); err != nil {
 			return fmt.Errorf("replica: rebuilding producer state of %s-%d: %w", p.Topic, p.Index, err)
 		}
 	}
+	p.producers = state
 	return nil
+}
+
+// replayProducers builds the producers' state from a snapshot (nil for
+// none) and the batches from offset on.
+func (p *Partition) replayProducers(snapshot []byte, offset int64) (*producer.PartitionState, error) {
+	state := producer.NewPartitionState()
+	if snapshot != nil {
+		if err := state.LoadSnapshot(snapshot); err != nil {
+			return nil, err
+		}
+	}
+	var readErr error
+	err := p.log.ScanBatchHeaders(offset, func(h record.Header, _ int64) bool {
+		if !h.IsControl() || !h.HasProducerID() {
+			state.Update(h)
+			return true
+		}
+		var m record.Marker
+		var parseErr error
+		readErr = p.log.ReadBatches(h.BaseOffset, 1, func(_ record.Header, batch []byte) bool {
+			m, parseErr = record.ParseMarker(batch)
+			return false
+		})
+		if readErr != nil {
+			return false
+		}
+		if parseErr != nil {
+			// Not a marker: it ends nothing (Kafka ignores unknown
+			// control records too).
+			state.Update(h)
+			return true
+		}
+		if done := state.EndTxn(h, m); done.Aborted && done.FirstOffset >= 0 {
+			p.indexAborted(state, done)
+		}
+		return true
+	})
+	if err == nil {
+		err = readErr
+	}
+	return state, err
 }
 
 // logConfig is the log's configuration: Log, without flush.messages when

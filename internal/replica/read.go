@@ -24,6 +24,10 @@ type ReadRequest struct {
 	// Kafka's fetchOnlyLeader is false once the client sends its
 	// metadata): a follower serves it up to the high watermark it knows.
 	AnyReplica bool
+	// ReadCommitted is a consumer's isolation level read_committed (1):
+	// it reads up to the last stable offset and gets the aborted
+	// transactions of what it read.
+	ReadCommitted bool
 }
 
 // FollowerRead is what a follower's fetch adds. A follower reads up to the
@@ -49,6 +53,11 @@ type ReadResult struct {
 	HighWatermark  int64
 	LogStartOffset int64
 	LogEndOffset   int64
+	// LastStableOffset is the partition's, whatever the isolation level.
+	LastStableOffset int64
+	// AbortedTxns are, for read_committed, the aborted transactions that
+	// may have records in what was read.
+	AbortedTxns []storage.AbortedTxn
 	// DivergingEpoch, for a follower whose log diverged, is the leader's
 	// largest epoch at or below the follower's last fetched epoch and where
 	// it ends: the follower truncates there (Fetch v12+).
@@ -86,7 +95,11 @@ func (p *Partition) Read(r ReadRequest) (ReadResult, error) {
 	// The log end offset before the read: appends after it must not keep
 	// a follower from catching up.
 	hw, leo := p.HighWatermark(), p.log.LogEndOffset()
-	res := ReadResult{HighWatermark: hw, LogStartOffset: p.log.LogStartOffset(), LogEndOffset: leo, Limit: hw}
+	lso := p.lastStableOffset(hw)
+	res := ReadResult{HighWatermark: hw, LogStartOffset: p.log.LogStartOffset(), LogEndOffset: leo, Limit: hw, LastStableOffset: lso}
+	if f == nil && r.ReadCommitted {
+		res.Limit = lso
+	}
 	if f != nil {
 		res.Limit = leo
 		if f.LastFetchedEpoch >= 0 {
@@ -121,14 +134,18 @@ func (p *Partition) Read(r ReadRequest) (ReadResult, error) {
 		return res, outOfRange(err)
 	}
 	res.Region = rr.Region
+	if f == nil && r.ReadCommitted && rr.Region.Len > 0 {
+		res.AbortedTxns = p.log.AbortedTxns(r.Offset, res.Limit)
+	}
 	return res, nil
 }
 
 // Limit returns the offset a follower's or a consumer's read is bounded
-// by now, or -1 when this replica no longer leads (and, with anyReplica,
-// the consumer may not read from a follower): a long poll has news once it
-// differs from the ReadResult's.
-func (p *Partition) Limit(follower, anyReplica bool) int64 {
+// by now (for a read_committed consumer, the last stable offset), or -1
+// when this replica no longer leads (and, with anyReplica, the consumer may
+// not read from a follower): a long poll has news once it differs from the
+// ReadResult's.
+func (p *Partition) Limit(follower, anyReplica, readCommitted bool) int64 {
 	p.mu.Lock()
 	leader := p.tracker.leader
 	p.mu.Unlock()
@@ -137,6 +154,8 @@ func (p *Partition) Limit(follower, anyReplica bool) int64 {
 		return -1
 	case follower:
 		return p.log.LogEndOffset()
+	case readCommitted:
+		return p.LastStableOffset()
 	}
 	return p.HighWatermark()
 }
@@ -159,16 +178,20 @@ type OffsetResult struct {
 // timestamps or a time in milliseconds: the first committed record at or
 // after it, through the time index. A follower asking (replicaID >= 0)
 // sees up to the log end offset instead of the high watermark, as in
-// Kafka. It needs the leader, at the caller's leader epoch.
-func (p *Partition) OffsetForTime(currentLeaderEpoch int32, ts int64, replicaID int32) (OffsetResult, error) {
+// Kafka; readCommitted (isolation level 1) sees up to the last stable
+// offset. It needs the leader, at the caller's leader epoch.
+func (p *Partition) OffsetForTime(currentLeaderEpoch int32, ts int64, replicaID int32, readCommitted bool) (OffsetResult, error) {
 	epoch, err := p.fence(currentLeaderEpoch, true)
 	if err != nil {
 		return OffsetResult{}, err
 	}
 	res := OffsetResult{Offset: -1, Timestamp: -1, LeaderEpoch: epoch}
 	hw := p.HighWatermark()
-	if replicaID >= 0 {
+	switch {
+	case replicaID >= 0:
 		hw = p.log.LogEndOffset()
+	case readCommitted:
+		hw = p.lastStableOffset(hw)
 	}
 	switch {
 	case ts == LatestTimestamp:

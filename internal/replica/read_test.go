@@ -25,7 +25,7 @@ func TestFencing(t *testing.T) {
 			return err
 		},
 		"OffsetForTime": func(p *Partition, epoch int32) error {
-			_, err := p.OffsetForTime(epoch, LatestTimestamp, -1)
+			_, err := p.OffsetForTime(epoch, LatestTimestamp, -1, false)
 			return err
 		},
 		"EndOffsetForEpoch": func(p *Partition, epoch int32) error {
@@ -71,14 +71,14 @@ func TestReadStopsAtHighWatermark(t *testing.T) {
 	if _, err := p.DeleteRecordsBefore(2); !errors.Is(err, kerr.OffsetOutOfRange) {
 		t.Fatalf("delete records past the high watermark: %v", err)
 	}
-	if o, err := p.OffsetForTime(-1, MaxTimestamp, -1); err != nil || o.Offset != -1 {
+	if o, err := p.OffsetForTime(-1, MaxTimestamp, -1, false); err != nil || o.Offset != -1 {
 		t.Fatalf("max timestamp of nothing committed: %+v, %v", o, err)
 	}
 	if err := p.AwaitAcks(t.Context(), 3, 1); err != nil {
 		t.Fatal(err)
 	}
-	if p.Limit(false, false) != 3 {
-		t.Fatalf("limit after the flush: %d", p.Limit(false, false))
+	if p.Limit(false, false, false) != 3 {
+		t.Fatalf("limit after the flush: %d", p.Limit(false, false, false))
 	}
 	res, err = p.Read(ReadRequest{Offset: 1, CurrentLeaderEpoch: 3, MaxBytes: 1 << 20})
 	if err != nil || res.Region.Len == 0 || res.HighWatermark != 3 {
@@ -87,10 +87,10 @@ func TestReadStopsAtHighWatermark(t *testing.T) {
 	if low, err := p.DeleteRecordsBefore(-1); err != nil || low != 3 {
 		t.Fatalf("delete records to the high watermark: %d, %v", low, err)
 	}
-	if o, err := p.OffsetForTime(3, EarliestTimestamp, -1); err != nil || o.Offset != 3 || o.LeaderEpoch != 3 {
+	if o, err := p.OffsetForTime(3, EarliestTimestamp, -1, false); err != nil || o.Offset != 3 || o.LeaderEpoch != 3 {
 		t.Fatalf("earliest after deleting: %+v, %v", o, err)
 	}
-	if _, err := p.OffsetForTime(3, -7, -1); !errors.Is(err, kerr.UnsupportedVersion) {
+	if _, err := p.OffsetForTime(3, -7, -1, false); !errors.Is(err, kerr.UnsupportedVersion) {
 		t.Fatalf("timestamp -7: %v", err)
 	}
 }

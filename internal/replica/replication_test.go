@@ -370,7 +370,7 @@ func TestConsumerReadsFromFollower(t *testing.T) {
 		t.Fatal("the leader lists no read replicas")
 	}
 	fetchOnce(t, leader, follower)
-	if res, err := read(0); err != nil || res.Region.Len == 0 || res.HighWatermark != 5 || follower.p.Limit(false, true) != 5 {
+	if res, err := read(0); err != nil || res.Region.Len == 0 || res.HighWatermark != 5 || follower.p.Limit(false, true, false) != 5 {
 		t.Fatalf("read below the follower's high watermark: %+v, %v", res, err)
 	}
 	if res, err := read(5); err != nil || res.Region.Len != 0 {
@@ -382,7 +382,7 @@ func TestConsumerReadsFromFollower(t *testing.T) {
 	if _, err := follower.p.Read(ReadRequest{Offset: 0, CurrentLeaderEpoch: 0, MaxBytes: 1, AnyReplica: true}); !errors.Is(err, kerr.FencedLeaderEpoch) {
 		t.Fatalf("read at an old leader epoch: %v", err)
 	}
-	if follower.p.Limit(false, false) != -1 {
+	if follower.p.Limit(false, false, false) != -1 {
 		t.Fatal("a consumer that may not read from a follower has no limit there")
 	}
 	l, fs, _ := leader.p.ReadReplicas(3)

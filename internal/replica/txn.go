@@ -94,10 +94,27 @@ func (p *Partition) applyBatchLocked(h record.Header, batch []byte) {
 
 // endTxnLocked ends a transaction at a marker in the log. p.appendMu must
 // be held.
-func (p *Partition) endTxnLocked(h record.Header, m record.Marker) producer.CompletedTxn {
+func (p *Partition) endTxnLocked(h record.Header, m record.Marker) {
 	done := p.producers.EndTxn(h, m)
 	p.publishFirstUnstableLocked()
-	return done
+	if done.Aborted && done.FirstOffset >= 0 {
+		p.indexAborted(p.producers, done)
+	}
+}
+
+// indexAborted adds an aborted transaction to the log's index, with the
+// last stable offset state gives once it ended (Kafka's: the first offset
+// of the oldest transaction still open, or the offset after the marker).
+func (p *Partition) indexAborted(state *producer.PartitionState, done producer.CompletedTxn) {
+	lso := state.FirstUnstableOffset()
+	if lso < 0 {
+		lso = done.LastOffset + 1
+	}
+	err := p.log.AppendAbortedTxn(storage.AbortedTxn{ProducerID: done.ProducerID, FirstOffset: done.FirstOffset,
+		LastOffset: done.LastOffset, LastStableOffset: lso})
+	if err != nil {
+		p.opts.Logger.Warn("indexing an aborted transaction", "topic", p.Topic, "partition", p.Index, "offset", done.LastOffset, "err", err)
+	}
 }
 
 // publishFirstUnstableLocked publishes the producers' first unstable
@@ -109,8 +126,9 @@ func (p *Partition) publishFirstUnstableLocked() {
 // LastStableOffset is the offset below which every transaction is decided:
 // the high watermark, or the first offset of the oldest open transaction
 // if that is lower. read_committed consumers read up to it.
-func (p *Partition) LastStableOffset() int64 {
-	hw := p.HighWatermark()
+func (p *Partition) LastStableOffset() int64 { return p.lastStableOffset(p.HighWatermark()) }
+
+func (p *Partition) lastStableOffset(hw int64) int64 {
 	if f := p.firstUnstable.Load(); f >= 0 && f < hw {
 		return f
 	}

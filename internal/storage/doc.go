@@ -25,6 +25,7 @@
 //	        00000000000000000368.index     preallocated to segment.index.bytes with its first entry
 //	        00000000000000000368.timeindex
 //	        00000000000000000368.snapshot  producer state at offset 368
+//	        00000000000000000368.txnindex  aborted transactions whose ABORT marker is in this segment
 //	        leader-epoch-checkpoint
 //	    <topic>-<partition>.<32 hex>-delete/  a deleted partition, removed after file.delete.delay.ms
 //
@@ -94,6 +95,26 @@
 // restart. Preallocated to segment.index.bytes rounded down to a multiple of
 // 12; the index counts as full one entry early, keeping room for that last
 // entry.
+//
+// # Aborted-transaction index (.txnindex)
+//
+// Kafka's TransactionIndex: entries of 34 bytes, big-endian, appended when
+// the leader writes an ABORT marker (or recovery finds one not indexed), in
+// the file of the segment that holds the marker; no file until one is:
+//
+//	+---------+--------------+---------------+---------------+------------------+
+//	| version | producer id  | first offset  | last offset   | last stable      |
+//	| int16 0 | int64        | int64         | int64: the    | offset (int64)   |
+//	|         |              |               | marker's      | after the marker |
+//	+---------+--------------+---------------+---------------+------------------+
+//
+// A read_committed fetch of [from, upTo) gets the entries whose last offset
+// is at or after from and whose first offset is below upTo (AbortedTxns).
+// The files are not synced (as in Kafka); a torn entry is dropped on open,
+// and the replica's recovery re-adds the markers the log holds past its
+// producer snapshot. A truncation rewrites the files it cuts into; entries
+// whose marker is below the log start are dropped; a file whose segment the
+// cleaner merged away keeps its name and its entries.
 //
 // # Checkpoint files
 //

@@ -70,7 +70,14 @@ type Log struct {
 	cleanMu    sync.Mutex // serializes cleanings; before appendMu, held across their I/O
 	appendMu   sync.Mutex
 	snapshotMu sync.Mutex // producer snapshot files; after appendMu, before flushMu
-	flushMu    sync.Mutex
+	// txnMu guards the aborted-transaction indexes (txnindex.go); after
+	// appendMu, snapshotMu and flushMu, before mu.
+	txnMu sync.Mutex
+	// txnFiles are the entries of each .txnindex file by its base
+	// offset; aborted is all of them by marker offset. txnMu guards both.
+	txnFiles map[int64][]AbortedTxn
+	aborted  []AbortedTxn
+	flushMu  sync.Mutex
 
 	// Group commit: commitMu guards committing (a Flush round is running);
 	// commitDone is signalled when one ends. Never held across I/O.

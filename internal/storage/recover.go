@@ -277,6 +277,9 @@ func (l *Log) load(opts LogOptions) error {
 	if err := l.deleteSnapshotsLocked(func(o int64) bool { return o > leo }); err != nil {
 		return err
 	}
+	if err := l.loadTxnIndexes(names); err != nil {
+		return fmt.Errorf("loading transaction indexes: %w", err)
+	}
 
 	attrs := []any{"segments", len(l.segments), "log_start_offset", l.logStartOffset.Load(), "log_end_offset", leo,
 		"clean_shutdown", opts.CleanShutdown, "duration", time.Since(start).Round(time.Microsecond)}

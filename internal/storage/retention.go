@@ -122,6 +122,9 @@ func (l *Log) deletePrefixLocked(n int, reasons []string) error {
 			return err
 		}
 	}
+	if err := l.pruneTxnIndexes(newStart); err != nil {
+		return err
+	}
 	return l.pruneSnapshotsLocked(newStart)
 }
 
@@ -319,6 +322,9 @@ func (l *Log) TruncateTo(offset int64) error {
 		}
 	}
 	l.logger.Info("truncated log", "offset", offset, "log_end_offset", newEnd, "segments_removed", len(removed))
+	if err := l.truncateTxnIndexes(newEnd); err != nil {
+		return err
+	}
 	return l.deleteSnapshotsLocked(func(o int64) bool { return o > newEnd })
 }
 
@@ -393,6 +399,9 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	l.mu.Unlock()
 	l.logger.Info("truncated log fully", "offset", offset, "segments_removed", len(old))
 	if err := l.writeEpochsLocked(); err != nil {
+		return err
+	}
+	if err := l.truncateTxnIndexes(-1); err != nil {
 		return err
 	}
 	return l.deleteSnapshotsLocked(func(int64) bool { return true })

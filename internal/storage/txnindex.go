@@ -1,0 +1,240 @@
+package storage
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/strata-io/strata/internal/vfs"
+)
+
+// AbortedTxn is one entry of the aborted-transaction index: Kafka's
+// AbortedTxn. A read_committed consumer drops the records of ProducerID
+// from FirstOffset up to the marker at LastOffset.
+type AbortedTxn struct {
+	ProducerID  int64
+	FirstOffset int64
+	// LastOffset is the offset of the ABORT marker.
+	LastOffset int64
+	// LastStableOffset is the partition's last stable offset once the
+	// marker was appended.
+	LastStableOffset int64
+}
+
+const (
+	txnIndexSuffix   = ".txnindex"
+	abortedTxnSize   = 34
+	abortedTxnFormat = 0
+)
+
+func appendAbortedTxn(b []byte, t AbortedTxn) []byte {
+	b = binary.BigEndian.AppendUint16(b, abortedTxnFormat)
+	b = binary.BigEndian.AppendUint64(b, uint64(t.ProducerID))
+	b = binary.BigEndian.AppendUint64(b, uint64(t.FirstOffset))
+	b = binary.BigEndian.AppendUint64(b, uint64(t.LastOffset))
+	return binary.BigEndian.AppendUint64(b, uint64(t.LastStableOffset))
+}
+
+// decodeTxnIndex reads a .txnindex file's entries; a torn last entry is
+// dropped, a bad version ends the entries (it is what a crash leaves).
+func decodeTxnIndex(data []byte) []AbortedTxn {
+	var out []AbortedTxn
+	for len(data) >= abortedTxnSize {
+		if binary.BigEndian.Uint16(data) != abortedTxnFormat {
+			break
+		}
+		out = append(out, AbortedTxn{
+			ProducerID:       int64(binary.BigEndian.Uint64(data[2:])),
+			FirstOffset:      int64(binary.BigEndian.Uint64(data[10:])),
+			LastOffset:       int64(binary.BigEndian.Uint64(data[18:])),
+			LastStableOffset: int64(binary.BigEndian.Uint64(data[26:])),
+		})
+		data = data[abortedTxnSize:]
+	}
+	return out
+}
+
+func (l *Log) txnIndexPath(base int64) string {
+	return filepath.Join(l.Dir(), segmentName(base)+txnIndexSuffix)
+}
+
+// AppendAbortedTxn adds an aborted transaction to the index of the segment
+// holding its marker (t.LastOffset, which must be in the log). The replica
+// calls it under its append lock, right after the marker's append. The
+// entry reaches the file (not synced: a crash may lose it, and recovery
+// adds it again from the log, see package replica).
+func (l *Log) AppendAbortedTxn(t AbortedTxn) error {
+	if err := l.writable(); err != nil {
+		return err
+	}
+	if t.LastOffset >= l.logEndOffset.Load() || t.FirstOffset > t.LastOffset {
+		return fmt.Errorf("storage: aborted transaction %+v outside the log of %s", t, l)
+	}
+	segs := l.segmentList()
+	i, found := slices.BinarySearchFunc(segs, t.LastOffset, func(s *segment, o int64) int {
+		if s.baseOffset > o {
+			return 1
+		}
+		if s.baseOffset < o {
+			return -1
+		}
+		return 0
+	})
+	if !found {
+		i--
+	}
+	base := segs[max(i, 0)].baseOffset
+	l.txnMu.Lock()
+	defer l.txnMu.Unlock()
+	if slices.ContainsFunc(l.txnFiles[base], func(a AbortedTxn) bool { return a.LastOffset == t.LastOffset }) {
+		return nil
+	}
+	f, err := l.fs.OpenReadWrite(l.txnIndexPath(base))
+	if err != nil {
+		return l.fail("opening a transaction index", err)
+	}
+	_, err = f.WriteAt(appendAbortedTxn(nil, t), int64(len(l.txnFiles[base]))*abortedTxnSize)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return l.fail("writing a transaction index", err)
+	}
+	if l.txnFiles == nil {
+		l.txnFiles = map[int64][]AbortedTxn{}
+	}
+	l.txnFiles[base] = append(l.txnFiles[base], t)
+	l.rebuildAbortedLocked()
+	return nil
+}
+
+// AbortedTxns returns the aborted transactions a read_committed fetch of
+// [from, upTo) must know: those whose marker is at or after from and that
+// began before upTo, oldest marker first (Kafka's collectAbortedTxns). The
+// slice is the caller's.
+func (l *Log) AbortedTxns(from, upTo int64) []AbortedTxn {
+	l.txnMu.Lock()
+	defer l.txnMu.Unlock()
+	i, _ := slices.BinarySearchFunc(l.aborted, from, func(a AbortedTxn, o int64) int {
+		if a.LastOffset < o {
+			return -1
+		}
+		if a.LastOffset > o {
+			return 1
+		}
+		return 0
+	})
+	var out []AbortedTxn
+	for _, a := range l.aborted[i:] {
+		if a.FirstOffset < upTo {
+			out = append(out, a)
+		}
+		if a.LastStableOffset >= upTo {
+			// Every later transaction began at or after this one's
+			// last stable offset.
+			break
+		}
+	}
+	return out
+}
+
+// rebuildAbortedLocked recomputes the sorted view of every file's entries.
+// l.txnMu must be held.
+func (l *Log) rebuildAbortedLocked() {
+	l.aborted = l.aborted[:0]
+	for _, es := range l.txnFiles {
+		l.aborted = append(l.aborted, es...)
+	}
+	slices.SortFunc(l.aborted, func(a, b AbortedTxn) int {
+		switch {
+		case a.LastOffset < b.LastOffset:
+			return -1
+		case a.LastOffset > b.LastOffset:
+			return 1
+		}
+		return 0
+	})
+}
+
+// filterTxnIndexesLocked keeps the entries keep selects, rewriting (or
+// removing) the files that lose some. l.txnMu must be held.
+func (l *Log) filterTxnIndexesLocked(keep func(AbortedTxn) bool) error {
+	var errs []error
+	for base, es := range l.txnFiles {
+		kept := slices.DeleteFunc(slices.Clone(es), func(a AbortedTxn) bool { return !keep(a) })
+		if len(kept) == len(es) {
+			continue
+		}
+		path := l.txnIndexPath(base)
+		if len(kept) == 0 {
+			delete(l.txnFiles, base)
+			if err := l.fs.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		l.txnFiles[base] = kept
+		var data []byte
+		for _, a := range kept {
+			data = appendAbortedTxn(data, a)
+		}
+		if err := vfs.WriteFileAtomic(l.fs, path, data); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	l.rebuildAbortedLocked()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("storage: rewriting the transaction indexes of %s: %w", l, err)
+	}
+	return nil
+}
+
+// truncateTxnIndexes drops the entries whose marker is at or after end.
+func (l *Log) truncateTxnIndexes(end int64) error {
+	l.txnMu.Lock()
+	defer l.txnMu.Unlock()
+	return l.filterTxnIndexesLocked(func(a AbortedTxn) bool { return a.LastOffset < end })
+}
+
+// pruneTxnIndexes drops the entries whose marker is below the log start:
+// no fetch reads there.
+func (l *Log) pruneTxnIndexes(logStart int64) error {
+	l.txnMu.Lock()
+	defer l.txnMu.Unlock()
+	return l.filterTxnIndexesLocked(func(a AbortedTxn) bool { return a.LastOffset >= logStart })
+}
+
+// loadTxnIndexes reads the .txnindex files among names at open, after
+// recovery set the log's bounds. A file may outlive its segment's base
+// offset (the cleaner merges segments): its entries still count.
+func (l *Log) loadTxnIndexes(names []string) error {
+	l.txnFiles = map[int64][]AbortedTxn{}
+	for _, name := range names {
+		base, ok := parseOffsetName(name, txnIndexSuffix)
+		if !ok {
+			continue
+		}
+		data, err := vfs.ReadFile(l.fs, filepath.Join(l.dir, name))
+		if err != nil {
+			return err
+		}
+		es := decodeTxnIndex(data)
+		l.txnFiles[base] = es
+		if len(es)*abortedTxnSize != len(data) {
+			var clean []byte
+			for _, a := range es {
+				clean = appendAbortedTxn(clean, a)
+			}
+			if err := vfs.WriteFileAtomic(l.fs, filepath.Join(l.dir, name), clean); err != nil {
+				return err
+			}
+		}
+	}
+	l.txnMu.Lock()
+	defer l.txnMu.Unlock()
+	start, end := l.logStartOffset.Load(), l.logEndOffset.Load()
+	return l.filterTxnIndexesLocked(func(a AbortedTxn) bool { return a.LastOffset >= start && a.LastOffset < end })
+}
