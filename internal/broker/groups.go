@@ -97,7 +97,7 @@ func (it imageTopics) Topics() []group.TopicInfo {
 type offsetsPartition struct{ p *replica.Partition }
 
 func (o offsetsPartition) Append(ctx context.Context, batch []byte) error {
-	res, err := o.p.AppendAsLeader(batch, -1)
+	res, err := o.p.AppendAsCoordinator(batch, -1)
 	if err == nil && res.Pending {
 		err = o.p.AwaitAcks(ctx, res.LastOffset+1, -1)
 	}

@@ -38,6 +38,27 @@ func init() {
 	register(kmsg.AddOffsetsToTxn.Int16(), 0, 3, (*Broker).handleAddOffsetsToTxn)
 	register(kmsg.EndTxn.Int16(), 0, 3, (*Broker).handleEndTxn)
 	register(kmsg.WriteTxnMarkers.Int16(), 0, 1, (*Broker).handleWriteTxnMarkers)
+	register(kmsg.TxnOffsetCommit.Int16(), 0, 3, (*Broker).handleTxnOffsetCommit)
+}
+
+// handleTxnOffsetCommit: v0-3 (v3+ carries the group's generation and
+// member, KIP-447). The group coordinator writes the offsets in the
+// producer's transaction; they become visible at its COMMIT marker.
+func (b *Broker) handleTxnOffsetCommit(ctx context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
+	r := req.Body.(*kmsg.TxnOffsetCommitRequest)
+	return deferred(func() kmsg.Response {
+		resp := b.groups.TxnOffsetCommit(ctx, r)
+		if r.Version < 3 {
+			for i := range resp.Topics {
+				for j := range resp.Topics[i].Partitions {
+					if p := &resp.Topics[i].Partitions[j]; p.ErrorCode == kerr.ProducerFenced.Code {
+						p.ErrorCode = kerr.InvalidProducerEpoch.Code
+					}
+				}
+			}
+		}
+		return resp
+	})
 }
 
 // txnConfig converts the server configuration.
@@ -298,6 +319,10 @@ func (b *Broker) writeMarker(ctx context.Context, topic string, partition int32,
 	}
 	if err != nil {
 		return markerError(err)
+	}
+	if topic == OffsetsTopic {
+		// The transaction's offset commits are decided.
+		b.groups.CompleteTransaction(partition, m.ProducerID, m.Committed)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -217,5 +218,88 @@ func TestTransactionTimeoutAborts(t *testing.T) {
 	defer cancel()
 	if err := cl.EndTransaction(ectx, kgo.TryCommit); err == nil {
 		t.Fatal("committing a transaction the coordinator aborted succeeded")
+	}
+}
+
+// runETL copies topic "a" to topic "b" with franz-go's GroupTransactSession
+// (consume, produce and commit the input offsets in one transaction) until
+// the group has consumed want records of "a" in total.
+func runETL(t *testing.T, addr string, want int64) {
+	t.Helper()
+	ctx := testContext(t)
+	sess, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(addr), kgo.TransactionalID("etl"),
+		kgo.ConsumerGroup("etl"), kgo.ConsumeTopics("a"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	adm := newAdmin(t, addr)
+	for {
+		offsets, err := adm.FetchOffsets(ctx, "etl")
+		if err == nil && offsets.Error() == nil {
+			var total int64
+			offsets.Each(func(o kadm.OffsetResponse) { total += o.At })
+			if total >= want {
+				return
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("ETL did not get to %d: %v", want, ctx.Err())
+		}
+		// The last commit's offsets show once its markers are in; the
+		// poll must not wait for records that will never come.
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		fs := sess.PollFetches(pctx)
+		cancel()
+		if fs.NumRecords() == 0 {
+			continue
+		}
+		if err := sess.Begin(); err != nil {
+			t.Fatal(err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			sess.Produce(ctx, &kgo.Record{Topic: "b", Key: r.Key, Value: r.Value}, nil)
+		})
+		if _, err := sess.End(ctx, kgo.TryCommit); err != nil {
+			t.Fatalf("ending the ETL transaction: %v", err)
+		}
+	}
+}
+
+// TestGroupTransactSessionCopiesExactlyOnce: a consume-transform-produce
+// loop commits its output and its input offsets atomically
+// (TxnOffsetCommit into the group coordinator, visible at the COMMIT
+// marker), so a restarted copier neither loses nor repeats records.
+func TestGroupTransactSessionCopiesExactlyOnce(t *testing.T) {
+	tb := startBroker(t, map[string]string{"transaction.state.log.num.partitions": "3",
+		"offsets.topic.num.partitions": "3", "group.initial.rebalance.delay.ms": "0"})
+	adm := newAdmin(t, tb.Addr())
+	createTopic(t, adm, "a", 3, nil)
+	createTopic(t, adm, "b", 3, nil)
+	ctx := testContext(t)
+	in := newClient(t, tb.Addr(), kgo.DefaultProduceTopic("a"))
+	produce := func(from, to int) {
+		for i := from; i < to; i++ {
+			if err := in.ProduceSync(ctx, &kgo.Record{Key: fmt.Appendf(nil, "%d", i), Value: fmt.Appendf(nil, "record-%d", i)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	produce(0, 200)
+	runETL(t, tb.Addr(), 200)
+	// A second copier with the same transactional id and group starts
+	// where the first committed.
+	produce(200, 250)
+	runETL(t, tb.Addr(), 250)
+
+	out := consumeCommitted(t, tb.Addr(), 250, "b")
+	seen := map[string]bool{}
+	for _, r := range out {
+		if seen[string(r.Value)] {
+			t.Fatalf("%s copied twice", r.Value)
+		}
+		seen[string(r.Value)] = true
 	}
 }

@@ -230,9 +230,10 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRe
 
 // OffsetFetch handles OffsetFetch v0-v10: one group before v8, a batch of
 // groups from v8, topics by id from v10. A group that does not exist has no
-// offsets (-1) and no error. RequireStable needs no wait: only committed
-// offsets are ever returned, and no transactional commit can be pending.
-// It never blocks.
+// offsets (-1) and no error. Only committed offsets are returned; with
+// RequireStable (v7+), a partition with a transactional offset not yet
+// decided answers UNSTABLE_OFFSET_COMMIT, which clients retry, as Kafka
+// does. It never blocks.
 func (c *Coordinator) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchResponse {
 	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
 	groups := req.Groups
@@ -256,7 +257,7 @@ func (c *Coordinator) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetc
 			resp.Groups = append(resp.Groups, out)
 			continue
 		}
-		resp.Groups = append(resp.Groups, s.offsetFetch(rg, req.Version))
+		resp.Groups = append(resp.Groups, s.offsetFetch(rg, req.Version, req.RequireStable))
 		s.unlockEvent()
 	}
 	if req.Version >= 8 {

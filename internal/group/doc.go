@@ -77,6 +77,13 @@
 //	                             tag 0x53545241 = "consumer"  group epoch in Generation
 //	GroupMetadataKey v2 (group) nil (tombstone)               group deleted
 //
+// A TxnOffsetCommit's records go in a batch of their own, transactional,
+// with the producer's id and epoch (sequence 0, as Kafka's coordinator
+// writes them); they pend until the transaction's marker reaches the
+// partition (CompleteTransaction; on load, the control batch that follows
+// them), and OffsetFetch with RequireStable answers UNSTABLE_OFFSET_COMMIT
+// for their partitions meanwhile (txn.go).
+//
 // An offset commit is appended, and committed, before it is answered and
 // before OffsetFetch sees it. A classic group's record is appended when a
 // generation ends empty, when the leader's SyncGroup brings assignments (the
@@ -108,8 +115,6 @@
 //   - A failed append is compensated per operation (as Kafka's callbacks
 //     do) rather than by rolling the whole shard back to the last committed
 //     snapshot.
-//   - Transactional offset commits (TxnOffsetCommit) are not implemented
-//     yet; transactional and control batches are skipped on load.
 //   - Ties Kafka breaks by hash-map order (protocol votes, leader
 //     re-election, member order in responses) are broken by sorting.
 package group

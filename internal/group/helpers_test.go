@@ -148,7 +148,7 @@ func (p *memPartition) records(t *testing.T) []kv {
 				out[len(out)-1].value = nil
 			}
 			return nil
-		}); err != nil {
+		}, func(record.Header, []byte) error { return nil }); err != nil {
 			t.Fatal(err)
 		}
 		return true

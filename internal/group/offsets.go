@@ -286,7 +286,7 @@ type commitEntry struct {
 // offsetFetch answers one group of an OffsetFetch (Kafka's fetchOffsets and
 // fetchAllOffsets). Topics named by id (v10) are resolved first; a group
 // that does not exist has no offsets and no error.
-func (s *shard) offsetFetch(rg *kmsg.OffsetFetchRequestGroup, version int16) kmsg.OffsetFetchResponseGroup {
+func (s *shard) offsetFetch(rg *kmsg.OffsetFetchRequestGroup, version int16, requireStable bool) kmsg.OffsetFetchResponseGroup {
 	out := kmsg.NewOffsetFetchResponseGroup()
 	out.Group = rg.Group
 	grp := s.groups[rg.Group]
@@ -358,6 +358,9 @@ func (s *shard) offsetFetch(rg *kmsg.OffsetFetchRequestGroup, version int16) kms
 			fp := fetchedPartition(p, o, ok)
 			if unknownID {
 				fp.ErrorCode = kerr.UnknownTopicID.Code
+			} else if requireStable && s.hasPending(rg.Group, topicPartition{name, p}) {
+				// A transaction holds an offset not yet decided.
+				fp.ErrorCode = kerr.UnstableOffsetCommit.Code
 			}
 			t.Partitions = append(t.Partitions, fp)
 		}

@@ -50,7 +50,7 @@ type kv struct {
 // encodeBatch builds one magic v2 batch holding records, stamped with now.
 // The broker assigns the base offset and leader epoch on append; neither is
 // covered by the CRC.
-func encodeBatch(records []kv, now time.Time) []byte {
+func encodeBatch(records []kv, now time.Time, txn *txnProducer) []byte {
 	var recs []byte
 	for i, r := range records {
 		rec := kmsg.Record{OffsetDelta: int32(i), Key: r.key, Value: r.value}
@@ -73,6 +73,13 @@ func encodeBatch(records []kv, now time.Time) []byte {
 		NumRecords:           int32(len(records)),
 		Records:              recs,
 	}
+	if txn != nil {
+		// As Kafka's coordinator writes them: the producer's id and
+		// epoch, transactional, sequence 0 (not checked for the
+		// coordinator's appends).
+		b.ProducerID, b.ProducerEpoch, b.FirstSequence = txn.id, txn.epoch, 0
+		b.Attributes = record.AttrTransactional
+	}
 	b.Length = int32(record.HeaderSize - record.LogOverhead + len(recs))
 	out := b.AppendTo(nil)
 	binary.BigEndian.PutUint32(out[17:], record.Checksum(out))
@@ -80,17 +87,22 @@ func encodeBatch(records []kv, now time.Time) []byte {
 }
 
 // decodeBatch calls fn with each record of batch, which must hold exactly
-// one batch. Control batches (transaction markers) and, until
-// TxnOffsetCommit exists, transactional batches are skipped. The slices fn
+// one batch; transactional and control batches (TxnOffsetCommit's records
+// and the markers deciding them) go to txn whole instead. The slices fn
 // receives alias batch.
-func decodeBatch(batch []byte, fn func(key, value []byte) error) error {
+func decodeBatch(batch []byte, fn func(key, value []byte) error, txn func(h record.Header, batch []byte) error) error {
 	h, err := record.Validate(batch, 0)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrCorruptRecord, err)
 	}
 	if h.IsControl() || h.IsTransactional() {
-		return nil
+		return txn(h, batch)
 	}
+	return decodeRecords(batch, h, fn)
+}
+
+// decodeRecords calls fn with each record of a validated batch.
+func decodeRecords(batch []byte, h record.Header, fn func(key, value []byte) error) error {
 	if h.Codec() != record.CodecNone {
 		return fmt.Errorf("%w: codec %d at offset %d", ErrCompressedBatch, h.Codec(), h.BaseOffset)
 	}
@@ -215,6 +227,26 @@ func isConsumerGroupValue(v *kmsg.GroupMetadataValue) bool {
 // replayRecord applies one record to the shard's state: Kafka's
 // GroupCoordinatorShard.replay. Records with other key types (Kafka's
 // KIP-848, share and streams records) are ignored.
+// decodeOffsetRecord decodes an offset commit record; ok is false for a
+// record of another kind or a tombstone.
+func decodeOffsetRecord(key, value []byte) (groupID, topic string, partition int32, o offsetAndMetadata, ok bool, err error) {
+	if len(key) < 2 {
+		return "", "", 0, o, false, fmt.Errorf("%w: key of %d bytes", ErrCorruptRecord, len(key))
+	}
+	if v := int16(binary.BigEndian.Uint16(key)); (v != keyOffsetCommitV0 && v != keyOffsetCommitV1) || value == nil {
+		return "", "", 0, o, false, nil
+	}
+	var k kmsg.OffsetCommitKey
+	if err := k.ReadFrom(key); err != nil {
+		return "", "", 0, o, false, fmt.Errorf("%w: offset commit key: %w", ErrCorruptRecord, err)
+	}
+	var v kmsg.OffsetCommitValue
+	if err := v.ReadFrom(value); err != nil {
+		return "", "", 0, o, false, fmt.Errorf("%w: offset commit value: %w", ErrCorruptRecord, err)
+	}
+	return k.Group, k.Topic, k.Partition, offsetFromValue(&v), true, nil
+}
+
 func (st *shardState) replayRecord(key, value []byte, now time.Time) error {
 	if len(key) < 2 {
 		return fmt.Errorf("%w: key of %d bytes", ErrCorruptRecord, len(key))

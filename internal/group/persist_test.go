@@ -19,7 +19,7 @@ func TestEncodeDecodeBatch(t *testing.T) {
 		offsetTombstone("g", "t", 8),
 		groupTombstone("gone"),
 	}
-	batch := encodeBatch(in, now)
+	batch := encodeBatch(in, now, nil)
 
 	h, err := record.Validate(batch, 0)
 	if err != nil {
@@ -32,7 +32,7 @@ func TestEncodeDecodeBatch(t *testing.T) {
 	if err := decodeBatch(batch, func(k, v []byte) error {
 		out = append(out, kv{k, v})
 		return nil
-	}); err != nil {
+	}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if len(out) != len(in) {
@@ -52,7 +52,7 @@ func TestEncodeDecodeBatch(t *testing.T) {
 
 	// A flipped bit fails the CRC.
 	batch[len(batch)-1] ^= 1
-	if err := decodeBatch(batch, func(k, v []byte) error { return nil }); !errors.Is(err, ErrCorruptRecord) {
+	if err := decodeBatch(batch, func(k, v []byte) error { return nil }, nil); !errors.Is(err, ErrCorruptRecord) {
 		t.Fatalf("corrupt batch: got %v", err)
 	}
 }

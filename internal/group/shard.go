@@ -7,6 +7,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/strata-io/strata/internal/record"
 )
 
 // errUnloaded completes writes and waiters of a shard that stopped being
@@ -27,10 +29,14 @@ const (
 type shardState struct {
 	groups  map[string]*group
 	offsets map[string]*groupOffsets
+	// pendingTxns are the transactional offset commits not yet decided,
+	// by producer id (txn.go).
+	pendingTxns map[int64]*pendingTxn
 }
 
 func newShardState() shardState {
-	return shardState{groups: make(map[string]*group), offsets: make(map[string]*groupOffsets)}
+	return shardState{groups: make(map[string]*group), offsets: make(map[string]*groupOffsets),
+		pendingTxns: make(map[int64]*pendingTxn)}
 }
 
 // group is one group id's state: exactly one of classic and consumer is set.
@@ -74,6 +80,10 @@ type write struct {
 	records []kv
 	size    int
 	done    func(err error)
+	// txn is the producer whose transaction the records belong to (a
+	// TxnOffsetCommit), nil for the coordinator's own records; writes of
+	// different producers never share a batch.
+	txn *txnProducer
 }
 
 // shard is one loaded __consumer_offsets partition. Its fields below mu are
@@ -127,7 +137,8 @@ func (s *shard) load() {
 		if s.ctx.Err() != nil {
 			return false
 		}
-		replayErr = decodeBatch(batch, func(k, v []byte) error { return st.replayRecord(k, v, now) })
+		replayErr = decodeBatch(batch, func(k, v []byte) error { return st.replayRecord(k, v, now) },
+			func(h record.Header, b []byte) error { return st.replayTxnBatch(h, b, now) })
 		return replayErr == nil
 	})
 	if err == nil {
@@ -249,7 +260,7 @@ func (s *shard) append(r result) {
 	for _, kv := range r.records {
 		size += len(kv.key) + len(kv.value) + 16
 	}
-	s.queue = append(s.queue, &write{records: r.records, size: size, done: r.done})
+	s.queue = append(s.queue, &write{records: r.records, size: size, done: r.done, txn: r.txn})
 }
 
 // writeLoop appends queued writes one batch at a time, coalescing what
@@ -274,9 +285,10 @@ func (s *shard) writeOnce() bool {
 	}
 	var records []kv
 	n, size := 0, 0
+	txn := s.queue[0].txn
 	for n < len(s.queue) {
 		w := s.queue[n]
-		if n > 0 && size+w.size > s.c.cfg.MaxAppendBytes {
+		if n > 0 && (size+w.size > s.c.cfg.MaxAppendBytes || w.txn != txn) {
 			break
 		}
 		size += w.size
@@ -291,7 +303,7 @@ func (s *shard) writeOnce() bool {
 	var err error
 	if len(records) > 0 {
 		ctx, cancel := context.WithTimeout(s.ctx, ms(s.c.cfg.OffsetCommitTimeoutMs))
-		err = s.log.Append(ctx, encodeBatch(records, now))
+		err = s.log.Append(ctx, encodeBatch(records, now, txn))
 		cancel()
 	}
 
@@ -364,6 +376,9 @@ func (s *shard) runDue() {
 type result struct {
 	records []kv
 	done    func(err error)
+	// txn is set for a TxnOffsetCommit's records; such a result is never
+	// joined with another (and).
+	txn *txnProducer
 }
 
 func (r result) empty() bool { return len(r.records) == 0 && r.done == nil }

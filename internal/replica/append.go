@@ -178,3 +178,49 @@ func (p *Partition) AwaitAcks(ctx context.Context, end int64, acks int16) error 
 		return fmt.Errorf("%w: waiting for replication", ErrTimedOut)
 	}
 }
+
+// AppendAsCoordinator appends a batch built by this broker's coordinators
+// (the group coordinator's __consumer_offsets records, transactional ones
+// included, and the transaction coordinator's): validated as a produce,
+// but the producers' state takes it unchecked, as Kafka appends with
+// AppendOrigin.COORDINATOR (its transactional offset commits all carry
+// sequence 0). Otherwise as AppendAsLeader.
+func (p *Partition) AppendAsCoordinator(records []byte, acks int16) (AppendResult, error) {
+	s := p.settings.Load()
+	batches, err := p.log.ValidateProduced(records)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	p.appendMu.Lock()
+	p.mu.Lock()
+	epoch, err := p.tracker.leaderEpoch, p.tracker.checkAppend(acks)
+	p.mu.Unlock()
+	if err != nil {
+		p.appendMu.Unlock()
+		return AppendResult{}, err
+	}
+	opts := storage.AppendOptions{AssignOffsets: true, LeaderEpoch: epoch, LogAppendTime: -1}
+	if s.LogAppendTime {
+		opts.LogAppendTime = p.nowMs()
+	}
+	info, err := p.log.AppendValidated(batches, opts)
+	if err != nil {
+		p.appendMu.Unlock()
+		return AppendResult{}, err
+	}
+	next := info.FirstOffset
+	for _, h := range batches.Headers() {
+		h.BaseOffset = next
+		next = h.NextOffset()
+		p.producers.Update(h)
+	}
+	p.publishFirstUnstableLocked()
+	p.mu.Lock()
+	p.applyLocked(p.tracker.appended(p.log.LogEndOffset(), p.committable(), p.nowMs()))
+	p.wakeLocked()
+	p.mu.Unlock()
+	p.appendMu.Unlock()
+	res := AppendResult{AppendInfo: info, LogStartOffset: p.log.LogStartOffset()}
+	res.Pending = s.SyncEveryAppend || (acks == -1 && p.HighWatermark() < info.LastOffset+1)
+	return res, nil
+}
