@@ -1,0 +1,221 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/strata-io/strata/internal/testutil/poll"
+)
+
+// TestTransactionsLibrdkafka: librdkafka's transactional producer
+// (confluent-kafka for Python, testdata/librdkafka_transactional.py)
+// commits and aborts; its read_committed consumer never sees the aborted
+// records, its read_uncommitted consumer sees them all, and neither sees a
+// marker.
+func TestTransactionsLibrdkafka(t *testing.T) {
+	const python = "/usr/bin/python3"
+	if out, err := exec.Command(python, "-c", "import confluent_kafka").CombinedOutput(); err != nil {
+		t.Skipf("librdkafka test needs %s with the confluent_kafka module: %v: %s", python, err, strings.TrimSpace(string(out)))
+	}
+	ctx := ctxTimeout(t, 120*time.Second)
+	p := startProcess(t, t.TempDir(), "transaction.state.log.num.partitions=3", "offsets.topic.num.partitions=3")
+	createTopic(t, client(t, p.addr), "rdkafka-txn", 1, nil)
+	cmd := exec.CommandContext(ctx, python, "testdata/librdkafka_transactional.py", p.addr, "rdkafka-txn")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("librdkafka: %v\n%s\n%s", err, stderr.String(), p.logs)
+	}
+	var got struct {
+		Committed   []string `json:"read_committed"`
+		Uncommitted []string `json:"read_uncommitted"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("librdkafka printed %q: %v", out, err)
+	}
+	values := func(prefix string, n int) []string {
+		var out []string
+		for i := range n {
+			out = append(out, fmt.Sprintf("%s-%d", prefix, i))
+		}
+		return out
+	}
+	wantCommitted := append(values("commit", 10), values("after", 3)...)
+	wantAll := append(append(values("commit", 10), values("abort", 5)...), values("after", 3)...)
+	if !slices.Equal(got.Committed, wantCommitted) {
+		t.Fatalf("read_committed saw %v, want %v", got.Committed, wantCommitted)
+	}
+	if !slices.Equal(got.Uncommitted, wantAll) {
+		t.Fatalf("read_uncommitted saw %v, want %v", got.Uncommitted, wantAll)
+	}
+}
+
+var etlRecords = flag.Int("etl-records", 3000, "records TestTransactionalCopyUnderKills copies (Kafka's transactions_test: 100000)")
+
+// copierEnv makes the test binary a copier process (TestCopierProcess).
+const copierEnv = "STRATA_E2E_COPIER"
+
+// TestCopierProcess is not a test: run with STRATA_E2E_COPIER=addr, it is
+// one copier of TestTransactionalCopyUnderKills, copying topic etl-in to
+// etl-out partition by partition with franz-go's GroupTransactSession in
+// transactions of at most 750 records, until killed.
+func TestCopierProcess(t *testing.T) {
+	addr := os.Getenv(copierEnv)
+	if addr == "" {
+		t.Skip("a helper process of TestTransactionalCopyUnderKills")
+	}
+	sess, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(strings.Split(addr, ",")...),
+		kgo.TransactionalID("etl-copier"), kgo.ConsumerGroup("etl-copier"), kgo.ConsumeTopics("etl-in"),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.FetchMaxWait(200*time.Millisecond),
+		kgo.TransactionTimeout(10*time.Second), kgo.SessionTimeout(6*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	ctx := context.Background()
+	for {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		fs := sess.PollRecords(pctx, 750)
+		cancel()
+		if fs.NumRecords() == 0 {
+			continue
+		}
+		if err := sess.Begin(); err != nil {
+			t.Fatal(err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			sess.Produce(ctx, &kgo.Record{Topic: "etl-out", Partition: r.Partition, Key: r.Key, Value: r.Value}, nil)
+		})
+		if _, err := sess.End(ctx, kgo.TryCommit); err != nil {
+			fmt.Fprintln(os.Stderr, "ending a transaction:", err)
+		}
+	}
+}
+
+// TestTransactionalCopyUnderKills is Kafka's transactions_test on a
+// cluster of three: copier processes copy etl-in to etl-out in
+// transactions (output records and input offsets committed together) and
+// are SIGKILLed three times, and a broker is bounced; under read_committed
+// etl-out then holds exactly etl-in's records, none twice, in
+// per-partition order.
+func TestTransactionalCopyUnderKills(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process")
+	}
+	c := startCluster(t, 3, "broker.session.timeout.ms=3000", "broker.heartbeat.interval.ms=500",
+		"transaction.state.log.num.partitions=5", "offsets.topic.num.partitions=5",
+		"group.initial.rebalance.delay.ms=0", "default.replication.factor=3", "min.insync.replicas=2")
+	addrs := []string{c.nodes[1].addr, c.nodes[2].addr, c.nodes[3].addr}
+	seeds := strings.Join(addrs, ",")
+	ctx := ctxTimeout(t, 5*time.Minute)
+	adm := kadm.NewClient(client(t, addrs[0], kgo.SeedBrokers(addrs...)))
+	for _, topic := range []string{"etl-in", "etl-out"} {
+		if resp, err := adm.CreateTopic(ctx, 3, 3, nil, topic); err != nil || resp.Err != nil {
+			t.Fatalf("creating %s: %v %v", topic, err, resp.Err)
+		}
+	}
+	n := *etlRecords
+	in := client(t, addrs[0], kgo.SeedBrokers(addrs...), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	for i := 0; i < n; i += 500 {
+		var batch []*kgo.Record
+		for j := i; j < min(i+500, n); j++ {
+			batch = append(batch, &kgo.Record{Topic: "etl-in", Key: []byte(strconv.Itoa(j)), Value: []byte(strconv.Itoa(j))})
+		}
+		if err := in.ProduceSync(ctx, batch...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	copied := func() int64 {
+		offsets, err := adm.FetchOffsets(ctx, "etl-copier")
+		if err != nil || offsets.Error() != nil {
+			return 0
+		}
+		var total int64
+		offsets.Each(func(o kadm.OffsetResponse) { total += max(o.At, 0) })
+		return total
+	}
+	startCopier := func() *exec.Cmd {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestCopierProcess$")
+		cmd.Env = append(os.Environ(), copierEnv+"="+seeds)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			cmd.Process.Signal(syscall.SIGKILL)
+			cmd.Wait()
+		})
+		return cmd
+	}
+	// Three copiers in turn, each SIGKILLed once it has made progress;
+	// a broker is bounced while the second runs.
+	for round := range 3 {
+		before := copied()
+		cmd := startCopier()
+		poll.UntilStatus(t, 2*time.Minute, fmt.Sprintf("copier %d makes progress", round), func() (bool, string) {
+			got := copied()
+			return got > before && got < int64(n) || got == int64(n), fmt.Sprintf("%d of %d copied", got, n)
+		})
+		if round == 1 {
+			c.nodes[2].kill()
+			c.nodes[2].restart()
+		}
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		t.Logf("copier %d killed at %d of %d", round, copied(), n)
+	}
+	startCopier()
+	poll.UntilStatus(t, 3*time.Minute, "every record copied", func() (bool, string) {
+		got := copied()
+		return got == int64(n), fmt.Sprintf("%d of %d copied", got, n)
+	})
+
+	out := client(t, addrs[0], kgo.SeedBrokers(addrs...), kgo.ConsumeTopics("etl-out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(500*time.Millisecond))
+	perPartition := map[int32][]int{}
+	seen := map[int]bool{}
+	total := 0
+	for total < n {
+		fs := out.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d of %d copied records", total, n)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			v, _ := strconv.Atoi(string(r.Value))
+			if seen[v] {
+				t.Fatalf("record %d copied twice", v)
+			}
+			seen[v] = true
+			perPartition[r.Partition] = append(perPartition[r.Partition], v)
+			total++
+		})
+	}
+	// Nothing more, and each partition in etl-in's order (round robin:
+	// increasing values).
+	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if extra := out.PollFetches(pctx).NumRecords(); extra != 0 {
+		t.Fatalf("%d records beyond the %d copied", extra, n)
+	}
+	for p, vs := range perPartition {
+		if !slices.IsSorted(vs) {
+			t.Fatalf("partition %d out of order", p)
+		}
+	}
+}
