@@ -34,6 +34,7 @@ func rootCommand() *cobra.Command {
 	root.AddCommand(serveCommand())
 	root.AddCommand(topicCommand())
 	root.AddCommand(groupCommand())
+	root.AddCommand(txnCommand())
 	root.AddCommand(clusterCommand())
 	root.AddCommand(benchCommand())
 	root.AddCommand(verifyCommand())

@@ -11,9 +11,10 @@ import (
 
 // DescribeProducers: v0.
 //
-// Behavior: the active idempotent producers of each partition led here,
-// with their epoch, last sequence and last timestamp. Coordinator epoch and
-// transaction start offset are -1 (no transactions).
+// Behavior: the active producers of each partition led here, with their
+// epoch, last sequence and last timestamp, the coordinator epoch of their
+// last marker and the first offset of their open transaction (-1 when
+// none).
 func init() { register(61, 0, 0, (*Broker).handleDescribeProducers) }
 
 func (b *Broker) handleDescribeProducers(_ context.Context, _ *wire.Conn, req *wire.Request) wire.Response {

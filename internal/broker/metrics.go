@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-io/strata/internal/replica"
+	"github.com/strata-io/strata/internal/txn"
 	"github.com/strata-io/strata/internal/wire"
 )
 
@@ -37,11 +38,14 @@ var (
 	descThrottleHeld     = prometheus.NewDesc("strata_replication_throttled_reads_total", "Partition reads a replication throttle held back, on the leader's side or the follower's.", []string{"side"}, nil)
 	descGroupLag         = prometheus.NewDesc("strata_consumer_group_lag", "Records between a group's committed offset and the high watermark.", []string{"group", "topic", "partition"}, nil)
 	descGroupLagSeconds  = prometheus.NewDesc("strata_consumer_group_lag_seconds", "Age of the oldest record a group has not committed past (0 when caught up).", []string{"group", "topic", "partition"}, nil)
+	descOpenTxns         = prometheus.NewDesc("strata_transactions_open", "Transactions coordinated here that are open or completing, by state (Ongoing, PrepareCommit, PrepareAbort).", []string{"state"}, nil)
+	descOldestTxnAge     = prometheus.NewDesc("strata_transaction_oldest_open_age_seconds", "Age of the oldest open transaction coordinated here (0 when none).", nil, nil)
+	descLastStableLag    = prometheus.NewDesc("strata_last_stable_offset_lag", "Records between a partition's last stable offset and its high watermark: what open transactions hold back from read_committed consumers.", []string{"topic", "partition"}, nil)
 )
 
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descPartitions, descLeaders, descUnderReplicated, descUnderMinISR, descOffline,
-		descActiveController, descQuorumLeader, descQuorumTerm, descMetadataOffset, descFencedBrokers, descActiveBrokers, descLogSize, descLogEnd, descLogStart, descFetcherLag, descFetcherMaxLag, descThrottleRate, descThrottleHeld, descGroupLag, descGroupLagSeconds} {
+		descActiveController, descQuorumLeader, descQuorumTerm, descMetadataOffset, descFencedBrokers, descActiveBrokers, descLogSize, descLogEnd, descLogStart, descFetcherLag, descFetcherMaxLag, descThrottleRate, descThrottleHeld, descGroupLag, descGroupLagSeconds, descOpenTxns, descOldestTxnAge, descLastStableLag} {
 		ch <- d
 	}
 }
@@ -84,6 +88,9 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 		if r.UnderMinISR() {
 			underMin++
 		}
+		if r.Leader {
+			ch <- prometheus.MustNewConstMetric(descLastStableLag, prometheus.GaugeValue, float64(p.HighWatermark()-p.LastStableOffset()), key.topic, part)
+		}
 		if r.FetcherLag >= 0 {
 			ch <- prometheus.MustNewConstMetric(descFetcherLag, prometheus.GaugeValue, float64(r.FetcherLag), key.topic, part)
 			maxLag = max(maxLag, r.FetcherLag)
@@ -122,6 +129,8 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descFencedBrokers, prometheus.GaugeValue, float64(fenced))
 		ch <- prometheus.MustNewConstMetric(descActiveBrokers, prometheus.GaugeValue, float64(len(img.Brokers)-fenced))
 	}
+
+	c.collectTransactions(ch, now)
 
 	for _, g := range b.groups.GroupOffsets() {
 		for _, o := range g.Offsets {
@@ -173,4 +182,25 @@ func apiName(key int16) string {
 		return n
 	}
 	return "Unknown"
+}
+
+// collectTransactions reports the transactions this broker coordinates
+// that are not complete.
+func (c stateCollector) collectTransactions(ch chan<- prometheus.Metric, now time.Time) {
+	all, _ := c.b.txns.List()
+	counts := map[txn.State]int{txn.Ongoing: 0, txn.PrepareCommit: 0, txn.PrepareAbort: 0}
+	oldest := 0.0
+	for _, md := range all {
+		if _, open := counts[md.State]; !open {
+			continue
+		}
+		counts[md.State]++
+		if md.StartMs >= 0 {
+			oldest = max(oldest, now.Sub(time.UnixMilli(md.StartMs)).Seconds())
+		}
+	}
+	for st, n := range counts {
+		ch <- prometheus.MustNewConstMetric(descOpenTxns, prometheus.GaugeValue, float64(n), st.String())
+	}
+	ch <- prometheus.MustNewConstMetric(descOldestTxnAge, prometheus.GaugeValue, oldest)
 }

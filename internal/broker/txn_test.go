@@ -303,3 +303,40 @@ func TestGroupTransactSessionCopiesExactlyOnce(t *testing.T) {
 		seen[string(r.Value)] = true
 	}
 }
+
+// TestTransactionMetrics: the open transactions, the oldest one's age and
+// the last stable offset's lag behind the high watermark are gauges.
+func TestTransactionMetrics(t *testing.T) {
+	tb := startBroker(t, map[string]string{"transaction.state.log.num.partitions": "3", "strata.admin.listener": "127.0.0.1:0"})
+	base := "http://" + tb.AdminAddr()
+	createTopic(t, newAdmin(t, tb.Addr()), "metered-txn", 1, nil)
+	ctx := testContext(t)
+	cl := newClient(t, tb.Addr(), kgo.TransactionalID("metered"), kgo.DefaultProduceTopic("metered-txn"))
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "%d", i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	body := scrape(t, base+"/metrics")
+	for _, want := range []string{
+		`strata_transactions_open{state="Ongoing"} 1`,
+		`strata_transaction_oldest_open_age_seconds`,
+		`strata_last_stable_offset_lag{partition="0",topic="metered-txn"} 5`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 30*time.Second, "the transaction ends in the metrics", func() bool {
+		body := scrape(t, base+"/metrics")
+		return strings.Contains(body, `strata_transactions_open{state="Ongoing"} 0`) &&
+			strings.Contains(body, `strata_transactions_open{state="PrepareAbort"} 0`) &&
+			strings.Contains(body, `strata_last_stable_offset_lag{partition="0",topic="metered-txn"} 0`)
+	})
+}

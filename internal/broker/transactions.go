@@ -1,0 +1,94 @@
+package broker
+
+import (
+	"context"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-io/strata/internal/txn"
+	"github.com/strata-io/strata/internal/wire"
+)
+
+// DescribeTransactions: v0. ListTransactions: v0-1 (KIP-664).
+//
+// Behavior:
+// * DescribeTransactions answers the transactional ids this broker
+// coordinates (NOT_COORDINATOR for the others, COORDINATOR_LOAD_IN_PROGRESS
+// while their partition loads, TRANSACTIONAL_ID_NOT_FOUND for unknown ids).
+// * ListTransactions lists the ids of the __transaction_state partitions
+// loaded here, filtered by state, producer id and (v1+) a minimum running
+// time; unknown state names come back in UnknownStateFilters. Clients ask
+// every broker. v2's id pattern (a Java regular expression) is not offered.
+func init() {
+	register(kmsg.DescribeTransactions.Int16(), 0, 0, (*Broker).handleDescribeTransactions)
+	register(kmsg.ListTransactions.Int16(), 0, 1, (*Broker).handleListTransactions)
+}
+
+func (b *Broker) handleDescribeTransactions(_ context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
+	r := req.Body.(*kmsg.DescribeTransactionsRequest)
+	resp := r.ResponseKind().(*kmsg.DescribeTransactionsResponse)
+	for _, id := range r.TransactionalIDs {
+		st := kmsg.NewDescribeTransactionsResponseTransactionState()
+		st.TransactionalID = id
+		st.ProducerID, st.ProducerEpoch = -1, -1
+		md, err := b.txns.Describe(id)
+		if err != nil {
+			st.ErrorCode = errorCode(err)
+			resp.TransactionStates = append(resp.TransactionStates, st)
+			continue
+		}
+		st.State = md.State.String()
+		st.TimeoutMillis, st.StartTimestamp = md.TimeoutMs, md.StartMs
+		st.ProducerID, st.ProducerEpoch = md.ProducerID, md.ProducerEpoch
+		for _, tp := range md.Partitions {
+			if n := len(st.Topics); n > 0 && st.Topics[n-1].Topic == tp.Topic {
+				st.Topics[n-1].Partitions = append(st.Topics[n-1].Partitions, tp.Partition)
+				continue
+			}
+			t := kmsg.NewDescribeTransactionsResponseTransactionStateTopic()
+			t.Topic, t.Partitions = tp.Topic, []int32{tp.Partition}
+			st.Topics = append(st.Topics, t)
+		}
+		resp.TransactionStates = append(resp.TransactionStates, st)
+	}
+	return respond(resp)
+}
+
+func (b *Broker) handleListTransactions(_ context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
+	r := req.Body.(*kmsg.ListTransactionsRequest)
+	resp := r.ResponseKind().(*kmsg.ListTransactionsResponse)
+	var states []txn.State
+	for _, name := range r.StateFilters {
+		s, ok := txn.ParseState(name)
+		if !ok {
+			resp.UnknownStateFilters = append(resp.UnknownStateFilters, name)
+			continue
+		}
+		states = append(states, s)
+	}
+	if len(r.StateFilters) > 0 && len(states) == 0 {
+		return respond(resp)
+	}
+	all, loading := b.txns.List()
+	if loading {
+		resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
+		return respond(resp)
+	}
+	now := b.now().UnixMilli()
+	for _, md := range all {
+		switch {
+		case len(states) > 0 && !slices.Contains(states, md.State):
+			continue
+		case len(r.ProducerIDFilters) > 0 && !slices.Contains(r.ProducerIDFilters, md.ProducerID):
+			continue
+		case r.Version >= 1 && r.DurationFilterMillis >= 0 && (md.StartMs < 0 || now-md.StartMs < r.DurationFilterMillis):
+			continue
+		}
+		ts := kmsg.NewListTransactionsResponseTransactionState()
+		ts.TransactionalID, ts.ProducerID, ts.TransactionState = md.TransactionalID, md.ProducerID, md.State.String()
+		resp.TransactionStates = append(resp.TransactionStates, ts)
+	}
+	return respond(resp)
+}
