@@ -117,6 +117,10 @@ type shard struct {
 	m      *Machine
 	queue  []queued
 	wake   chan struct{}
+	// completions are EndTxn requests waiting for their transaction to
+	// complete, by transactional id; closed once it no longer is
+	// PrepareCommit or PrepareAbort, or the shard unloads.
+	completions map[string][]chan struct{}
 }
 
 type queued struct {
@@ -135,7 +139,7 @@ func (c *Coordinator) Load(partition int32, leaderEpoch int32, p StatePartition)
 	old := c.shards[partition]
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &shard{c: c, partition: partition, log: p, ctx: ctx, cancel: cancel,
-		m: NewMachine(c.cfg, leaderEpoch), wake: make(chan struct{}, 1)}
+		m: NewMachine(c.cfg, leaderEpoch), wake: make(chan struct{}, 1), completions: map[string][]chan struct{}{}}
 	c.shards[partition] = s
 	c.mu.Unlock()
 	if old != nil {
@@ -222,6 +226,12 @@ func (s *shard) unload() {
 	s.status = shardUnloaded
 	queue := s.queue
 	s.queue = nil
+	for id, chs := range s.completions {
+		for _, ch := range chs {
+			close(ch)
+		}
+		delete(s.completions, id)
+	}
 	s.mu.Unlock()
 	s.cancel()
 	for _, q := range queue {
@@ -271,6 +281,12 @@ func (s *shard) writeLoop() {
 		}
 		for _, mk := range s.m.Written(q.w, err) {
 			s.sendMarkersLocked(mk)
+		}
+		if t := s.m.txns[q.w.TransactionalID]; t == nil || t.State != PrepareCommit && t.State != PrepareAbort {
+			for _, ch := range s.completions[q.w.TransactionalID] {
+				close(ch)
+			}
+			delete(s.completions, q.w.TransactionalID)
 		}
 		s.mu.Unlock()
 		if err != nil {
@@ -360,6 +376,11 @@ func (c *Coordinator) shardFor(id string) (*shard, error) {
 // do runs fn on the shard's machine and waits for the write its result
 // asks for.
 func (c *Coordinator) do(ctx context.Context, id string, fn func(m *Machine, nowMs int64) Result) Result {
+	return c.doShard(ctx, id, func(_ *shard, m *Machine, nowMs int64) Result { return fn(m, nowMs) })
+}
+
+// doShard is do for a fn that also needs the shard (locked).
+func (c *Coordinator) doShard(ctx context.Context, id string, fn func(s *shard, m *Machine, nowMs int64) Result) Result {
 	s, err := c.shardFor(id)
 	if err != nil {
 		return Result{Err: err, ProducerID: -1, ProducerEpoch: -1}
@@ -374,7 +395,7 @@ func (c *Coordinator) do(ctx context.Context, id string, fn func(m *Machine, now
 		s.mu.Unlock()
 		return Result{Err: kerr.NotCoordinator, ProducerID: -1, ProducerEpoch: -1}
 	}
-	res := fn(s.m, c.deps.Now().UnixMilli())
+	res := fn(s, s.m, c.deps.Now().UnixMilli())
 	if res.Write == nil {
 		s.mu.Unlock()
 		return res
@@ -450,9 +471,34 @@ func (c *Coordinator) AddPartitions(ctx context.Context, id string, producerID i
 	return errs, res.Err
 }
 
-// EndTxn answers EndTxn.
+// completionWait bounds how long EndTxn waits for the markers after the
+// decision is written.
+const completionWait = 5 * time.Second
+
+// EndTxn answers EndTxn. The transaction is decided once its PrepareCommit
+// or PrepareAbort is written; the answer then also waits (up to
+// completionWait) for the markers and the Complete record, so that the
+// producer's next transaction does not start with CONCURRENT_TRANSACTIONS
+// and a retry backoff (Kafka answers at once).
 func (c *Coordinator) EndTxn(ctx context.Context, id string, producerID int64, epoch int16, commit bool) (int64, int16, error) {
-	res := c.do(ctx, id, func(m *Machine, nowMs int64) Result { return m.EndTxn(id, producerID, epoch, commit, nowMs) })
+	var done chan struct{}
+	res := c.doShard(ctx, id, func(s *shard, m *Machine, nowMs int64) Result {
+		r := m.EndTxn(id, producerID, epoch, commit, nowMs)
+		if r.Err == nil && r.Write != nil {
+			done = make(chan struct{})
+			s.completions[id] = append(s.completions[id], done)
+		}
+		return r
+	})
+	if res.Err == nil && done != nil {
+		t := time.NewTimer(completionWait)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-ctx.Done():
+		case <-t.C:
+		}
+	}
 	return res.ProducerID, res.ProducerEpoch, res.Err
 }
 

@@ -62,6 +62,11 @@
 //
 // # Departures from Kafka
 //
+//   - EndTxn is answered once the markers are written and the transaction
+//     is complete (or after completionWait, 5 s), not as soon as the
+//     decision is: the producer's next AddPartitionsToTxn then finds the
+//     id ready instead of getting CONCURRENT_TRANSACTIONS and backing off.
+//     The decision is durable at the same point as in Kafka.
 //   - Transactions version 2 (KIP-890 part 2: an epoch bump per
 //     transaction, EndTxn v5+ and Produce v12+) is not implemented; the
 //     broker advertises EndTxn up to v4.
