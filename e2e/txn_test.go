@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -217,5 +218,67 @@ func TestTransactionalCopyUnderKills(t *testing.T) {
 		if !slices.IsSorted(vs) {
 			t.Fatalf("partition %d out of order", p)
 		}
+	}
+}
+
+// TestTransactionsSarama: sarama's transactional producer commits and
+// aborts; franz-go consumers at both isolation levels see what Kafka's
+// would.
+func TestTransactionsSarama(t *testing.T) {
+	ctx := ctxTimeout(t, 90*time.Second)
+	p := startProcess(t, t.TempDir(), "transaction.state.log.num.partitions=3", "offsets.topic.num.partitions=3")
+	createTopic(t, client(t, p.addr), "sarama-txn", 1, nil)
+	cfg := sarama.NewConfig()
+	cfg.Version = sarama.V3_6_0_0
+	cfg.Producer.Idempotent = true
+	cfg.Producer.Transaction.ID = "sarama-txn"
+	cfg.Producer.RequiredAcks = sarama.WaitForAll
+	cfg.Producer.Return.Successes = true
+	cfg.Net.MaxOpenRequests = 1
+	producer, err := sarama.NewSyncProducer([]string{p.addr}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer producer.Close()
+	txn := func(prefix string, n int, commit bool) {
+		t.Helper()
+		if err := producer.BeginTxn(); err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			if _, _, err := producer.SendMessage(&sarama.ProducerMessage{Topic: "sarama-txn", Value: sarama.StringEncoder(fmt.Sprintf("%s-%d", prefix, i))}); err != nil {
+				t.Fatalf("sarama transactional send: %v", err)
+			}
+		}
+		end := producer.CommitTxn
+		if !commit {
+			end = producer.AbortTxn
+		}
+		if err := end(); err != nil {
+			t.Fatalf("sarama ending a transaction (commit=%v): %v", commit, err)
+		}
+	}
+	txn("commit", 10, true)
+	txn("abort", 5, false)
+	txn("after", 3, true)
+
+	read := func(level kgo.IsolationLevel, want int) []string {
+		cl := client(t, p.addr, kgo.ConsumeTopics("sarama-txn"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+			kgo.FetchIsolationLevel(level), kgo.FetchMaxWait(200*time.Millisecond))
+		var out []string
+		for len(out) < want {
+			fs := cl.PollFetches(ctx)
+			if ctx.Err() != nil {
+				t.Fatalf("read %v, want %d records", out, want)
+			}
+			fs.EachRecord(func(r *kgo.Record) { out = append(out, string(r.Value)) })
+		}
+		return out
+	}
+	if got := read(kgo.ReadCommitted(), 13); slices.ContainsFunc(got, func(v string) bool { return strings.HasPrefix(v, "abort") }) || len(got) != 13 {
+		t.Fatalf("read_committed: %v", got)
+	}
+	if got := read(kgo.ReadUncommitted(), 18); len(got) != 18 {
+		t.Fatalf("read_uncommitted: %v", got)
 	}
 }
