@@ -14,6 +14,7 @@ import (
 	"github.com/strata-io/strata/internal/record"
 	"github.com/strata-io/strata/internal/replica"
 	"github.com/strata-io/strata/internal/storage"
+	"github.com/strata-io/strata/internal/txn"
 	"github.com/strata-io/strata/internal/wire"
 )
 
@@ -40,9 +41,10 @@ import (
 // current leader and its endpoint (v10+, KIP-951).
 // * Producing to internal topics is refused (INVALID_TOPIC_EXCEPTION).
 // * Transactional batches open their producer's transaction on the
-// partition (internal/producer); the coordinator's markers end it. The
-// partition is not verified with the coordinator first (KIP-890 part 1's
-// produce-side verification is not done).
+// partition (internal/producer); the coordinator's markers end it. A batch
+// that would open one is first verified with the coordinator (KIP-890
+// part 1, txnverify.go): INVALID_TXN_STATE when the partition is not in the
+// producer's ongoing transaction.
 // * A record without a key on a compacted topic fails the partition with
 // INVALID_RECORD, as in Kafka since KIP-467 (named in ErrorRecords for
 // v8+).
@@ -56,8 +58,25 @@ type pendingAppend struct {
 
 func (b *Broker) handleProduce(ctx context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
 	r := req.Body.(*kmsg.ProduceRequest)
-	resp := r.ResponseKind().(*kmsg.ProduceResponse)
 	img := b.image.Load()
+	if v := b.needsTxnVerification(img, r); v != nil {
+		// Deferred: the coordinator may be another broker.
+		return wire.Response{Deferred: func() wire.Response {
+			refused := b.verifyTxn(ctx, *r.TransactionID, v)
+			res := b.produce(ctx, r, b.image.Load(), refused)
+			if res.Deferred != nil {
+				return res.Deferred()
+			}
+			return res
+		}}
+	}
+	return b.produce(ctx, r, img, nil)
+}
+
+// produce appends a produce request's partitions, less those refused
+// (transactional writes the coordinator did not verify).
+func (b *Broker) produce(ctx context.Context, r *kmsg.ProduceRequest, img *metadata.Image, refused map[txn.TopicPartition]error) wire.Response {
+	resp := r.ResponseKind().(*kmsg.ProduceResponse)
 	var pending []pendingAppend
 	var leaders leaderHints
 	failed := false
@@ -78,6 +97,8 @@ func (b *Broker) handleProduce(ctx context.Context, _ *wire.Conn, req *wire.Requ
 			switch {
 			case !validAcks:
 				err = fmt.Errorf("%w: acks must be 0, 1 or -1, not %d", kerr.InvalidRequiredAcks, r.Acks)
+			case refused[txn.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}] != nil:
+				err = refused[txn.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}]
 			default:
 				var p *replica.Partition
 				p, err = b.producePartition(img, rt.Topic, rp.Partition)

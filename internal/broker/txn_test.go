@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strata-io/strata/internal/record"
 	"github.com/strata-io/strata/internal/testutil/poll"
 	"github.com/strata-io/strata/internal/txn"
 )
@@ -339,4 +341,50 @@ func TestTransactionMetrics(t *testing.T) {
 			strings.Contains(body, `strata_transactions_open{state="PrepareAbort"} 0`) &&
 			strings.Contains(body, `strata_last_stable_offset_lag{partition="0",topic="metered-txn"} 0`)
 	})
+}
+
+// txnBatch is idempotentBatch at epoch, transactional.
+func txnBatch(n int, id int64, epoch int16, seq int32) []byte {
+	b := idempotentBatch(n, id, seq, time.Now().UnixMilli())
+	binary.BigEndian.PutUint16(b[51:], uint16(epoch))
+	binary.BigEndian.PutUint16(b[21:], binary.BigEndian.Uint16(b[21:])|record.AttrTransactional)
+	binary.BigEndian.PutUint32(b[17:], record.Checksum(b))
+	return b
+}
+
+// TestLateProduceIsRefused is KAFKA-17754's late produce: a transactional
+// batch that arrives after its transaction was aborted would open a
+// transaction on the partition that no marker ends, holding the last
+// stable offset back for good. The leader verifies it with the
+// coordinator first (KIP-890 part 1) and refuses it.
+func TestLateProduceIsRefused(t *testing.T) {
+	tb := startBroker(t, txnSettings)
+	createTopic(t, newAdmin(t, tb.Addr()), "late", 1, nil)
+	cl := newClient(t, tb.Addr(), kgo.TransactionalID("late"), kgo.DefaultProduceTopic("late"))
+	produceTxn(t, cl, "late", "aborted", 3, false)
+	rp, _ := tb.partition("late", 0)
+	poll.Until(t, 30*time.Second, "the abort marker is written", func() bool { return rp.LastStableOffset() == rp.HighWatermark() })
+	md, err := tb.txns.Describe("late")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis = 9, -1, 10_000
+	req.TransactionID = kmsg.StringPtr("late")
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "late"
+	part := kmsg.NewProduceRequestTopicPartition()
+	part.Records = txnBatch(1, md.ProducerID, md.ProducerEpoch, 3)
+	rt.Partitions = append(rt.Partitions, part)
+	req.Topics = append(req.Topics, rt)
+	resp := rawRequest(t, tb.Addr(), req).(*kmsg.ProduceResponse)
+	if code := resp.Topics[0].Partitions[0].ErrorCode; code != kerr.InvalidTxnState.Code {
+		t.Fatalf("late transactional produce: %v, want INVALID_TXN_STATE", kerr.ErrorForCode(code))
+	}
+	if lso, hw := rp.LastStableOffset(), rp.HighWatermark(); lso != hw {
+		t.Fatalf("last stable offset %d held back below the high watermark %d", lso, hw)
+	}
+	// The producer's next transaction works.
+	produceTxn(t, cl, "late", "committed", 2, true)
+	consumeCommitted(t, tb.Addr(), 2, "late")
 }

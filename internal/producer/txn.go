@@ -55,3 +55,10 @@ func (s *PartitionState) EndTxn(h record.Header, m record.Marker) CompletedTxn {
 	s.track(h.ProducerID, e)
 	return done
 }
+
+// TxnOpen reports whether producerID has a transaction open on the
+// partition.
+func (s *PartitionState) TxnOpen(producerID int64) bool {
+	_, ok := s.ongoing[producerID]
+	return ok
+}

@@ -134,3 +134,19 @@ func (p *Partition) lastStableOffset(hw int64) int64 {
 	}
 	return hw
 }
+
+// OpensTransaction reports whether records (one produce request's batches
+// for this partition) would open a transaction here: a transactional batch
+// of a producer with none open. The broker then verifies with the
+// transaction coordinator that the partition is in the producer's
+// transaction before appending (KIP-890 part 1), so that a late write of
+// a transaction already ended cannot open one that nothing will end.
+func (p *Partition) OpensTransaction(records []byte) (producerID int64, epoch int16, opens bool) {
+	h, err := record.ParseHeader(records)
+	if err != nil || !h.IsTransactional() || h.IsControl() || !h.HasProducerID() {
+		return -1, -1, false
+	}
+	p.appendMu.Lock()
+	defer p.appendMu.Unlock()
+	return h.ProducerID, h.ProducerEpoch, !p.producers.TxnOpen(h.ProducerID)
+}
