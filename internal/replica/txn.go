@@ -120,7 +120,9 @@ func (p *Partition) indexAborted(state *producer.PartitionState, done producer.C
 // publishFirstUnstableLocked publishes the producers' first unstable
 // offset for readers. p.appendMu must be held.
 func (p *Partition) publishFirstUnstableLocked() {
-	p.firstUnstable.Store(p.producers.FirstUnstableOffset())
+	f := p.producers.FirstUnstableOffset()
+	p.firstUnstable.Store(f)
+	p.log.SetFirstUnstableOffset(f)
 }
 
 // LastStableOffset is the offset below which every transaction is decided:

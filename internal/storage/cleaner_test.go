@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -833,5 +834,39 @@ func TestCleanStaysBelowTheHighWatermark(t *testing.T) {
 	l.SetRetentionBound(math.MaxInt64)
 	if _, due := l.cleaningDue(now); !due {
 		t.Fatal("cleaning not due once the bound moved")
+	}
+}
+
+// TestCleanDropsAbortedTransactions: the records of an aborted
+// transaction neither shadow older values of their keys nor survive a
+// cleaning, and the cleaner stays below a transaction still open.
+func TestCleanDropsAbortedTransactions(t *testing.T) {
+	l := openTestLog(t, newMem(t, "/d"), "/d/t-0", compactConfig(), LogOptions{})
+	defer l.Close()
+	var written []rec
+	appendKV(t, l, batchOpts{ts: 100}, &written, kv{key: "a", value: "committed"}, kv{key: "b", value: "committed"})
+	// Producer 5's transaction writes a and is aborted.
+	txn := kvBatch(t, batchOpts{ts: 200, pid: 5, idempotent: true}, kv{key: "a", value: "aborted"})
+	binary.BigEndian.PutUint16(txn[21:], binary.BigEndian.Uint16(txn[21:])|record.AttrTransactional)
+	binary.BigEndian.PutUint32(txn[17:], record.Checksum(txn))
+	info := mustAppend(t, l, txn, leader(1))
+	marker := mustAppend(t, l, record.BuildMarker(nil, 5, 0, false, 0, 200), leader(1))
+	if err := l.AppendAbortedTxn(AbortedTxn{ProducerID: 5, FirstOffset: info.FirstOffset, LastOffset: marker.FirstOffset, LastStableOffset: marker.FirstOffset + 1}); err != nil {
+		t.Fatal(err)
+	}
+	fillTo(t, l, 3, 300, &written)
+	cleanOK(t, l, time.UnixMilli(10_000))
+	values := map[string]string{}
+	for _, r := range readRecords(t, l) {
+		values[r.key] = r.value
+	}
+	if values["a"] != "committed" || values["b"] != "committed" {
+		t.Fatalf("after cleaning: a=%q b=%q, want both committed", values["a"], values["b"])
+	}
+
+	// An open transaction bounds the cleaning.
+	l.SetFirstUnstableOffset(info.FirstOffset)
+	if c := l.cleanState(time.UnixMilli(10_000)); c.FirstUncleanableOffset > info.FirstOffset {
+		t.Fatalf("first uncleanable offset %d above the open transaction at %d", c.FirstUncleanableOffset, info.FirstOffset)
 	}
 }

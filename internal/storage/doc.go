@@ -112,7 +112,10 @@
 // is at or after from and whose first offset is below upTo (AbortedTxns).
 // The files are not synced (as in Kafka); a torn entry is dropped on open,
 // and the replica's recovery re-adds the markers the log holds past its
-// producer snapshot. A truncation rewrites the files it cuts into; entries
+// producer snapshot. The cleaner reads it too: an aborted transaction's
+// records shadow no older value of their keys and are removed, and
+// cleaning stops below the first offset of a transaction still open
+// (SetFirstUnstableOffset), as in Kafka. A truncation rewrites the files it cuts into; entries
 // whose marker is below the log start are dropped; a file whose segment the
 // cleaner merged away keeps its name and its entries.
 //

@@ -77,7 +77,9 @@ type Log struct {
 	// offset; aborted is all of them by marker offset. txnMu guards both.
 	txnFiles map[int64][]AbortedTxn
 	aborted  []AbortedTxn
-	flushMu  sync.Mutex
+	// firstUnstable is SetFirstUnstableOffset's, -1 when none.
+	firstUnstable atomic.Int64
+	flushMu       sync.Mutex
 
 	// Group commit: commitMu guards committing (a Flush round is running);
 	// commitDone is signalled when one ends. Never held across I/O.
@@ -163,6 +165,7 @@ func OpenLog(fs vfs.FS, dir string, cfg Config, opts LogOptions) (*Log, error) {
 	l.commitDone = sync.NewCond(&l.commitMu)
 	l.retentionBound.Store(math.MaxInt64)
 	l.highWatermark.Store(max(opts.HighWatermark, -1))
+	l.firstUnstable.Store(-1)
 	l.cleanerCheckpoint.Store(max(opts.CleanerCheckpoint, 0))
 	l.deleteHorizon.Store(math.MaxInt64)
 	if l.logger == nil {

@@ -238,3 +238,31 @@ func (l *Log) loadTxnIndexes(names []string) error {
 	start, end := l.logStartOffset.Load(), l.logEndOffset.Load()
 	return l.filterTxnIndexesLocked(func(a AbortedTxn) bool { return a.LastOffset >= start && a.LastOffset < end })
 }
+
+// isAborted reports whether producerID's record at offset belongs to an
+// aborted transaction: an index entry of the producer spans it.
+func (l *Log) isAborted(producerID, offset int64) bool {
+	l.txnMu.Lock()
+	defer l.txnMu.Unlock()
+	i, _ := slices.BinarySearchFunc(l.aborted, offset, func(a AbortedTxn, o int64) int {
+		if a.LastOffset < o {
+			return -1
+		}
+		if a.LastOffset > o {
+			return 1
+		}
+		return 0
+	})
+	for _, a := range l.aborted[i:] {
+		if a.ProducerID == producerID && a.FirstOffset <= offset {
+			return true
+		}
+	}
+	return false
+}
+
+// SetFirstUnstableOffset records the first offset of the oldest
+// transaction open on the partition (-1 when none), which the replica
+// tracks: the cleaner stays below it, as Kafka's does, so that records of
+// a transaction not yet decided never shadow older values of their keys.
+func (l *Log) SetFirstUnstableOffset(offset int64) { l.firstUnstable.Store(offset) }
