@@ -282,3 +282,108 @@ func TestTransactionsSarama(t *testing.T) {
 		t.Fatalf("read_uncommitted: %v", got)
 	}
 }
+
+// TestTransactionCoordinatorFailover: the transaction coordinator's broker
+// is SIGKILLed while a producer commits transaction after transaction; its
+// __transaction_state partition moves to another broker, which finishes
+// what was decided. Under read_committed every transaction is there whole
+// or not at all, and every commit that was acknowledged is there.
+func TestTransactionCoordinatorFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process")
+	}
+	c := startCluster(t, 3, "broker.session.timeout.ms=3000", "broker.heartbeat.interval.ms=500",
+		"transaction.state.log.num.partitions=3", "offsets.topic.num.partitions=3", "default.replication.factor=3")
+	addrs := []string{c.nodes[1].addr, c.nodes[2].addr, c.nodes[3].addr}
+	ctx := ctxTimeout(t, 4*time.Minute)
+	adm := kadm.NewClient(client(t, addrs[0], kgo.SeedBrokers(addrs...)))
+	if resp, err := adm.CreateTopic(ctx, 3, 3, nil, "failover"); err != nil || resp.Err != nil {
+		t.Fatalf("creating the topic: %v %v", err, resp.Err)
+	}
+	const txns, perTxn = 60, 9
+	newProducer := func() *kgo.Client {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.TransactionalID("failover"), kgo.DefaultProduceTopic("failover"),
+			kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.TransactionTimeout(10*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cl
+	}
+	cl := newProducer()
+	defer func() { cl.Close() }()
+	acked := map[int]bool{}
+	var killed int32 = -1
+	killDone := make(chan struct{})
+	for i := range txns {
+		err := cl.BeginTransaction()
+		for j := 0; err == nil && j < perTxn; j++ {
+			err = cl.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "%d-%d", i, j)}).FirstErr()
+		}
+		if i == txns/3 {
+			// The coordinator of "failover" is SIGKILLed as this
+			// transaction's EndTxn goes out, and stays down while the
+			// next ones run.
+			described, derr := adm.DescribeTransactions(ctx, "failover")
+			if derr != nil {
+				t.Fatal(derr)
+			}
+			killed = described["failover"].Coordinator
+			go func() {
+				defer close(killDone)
+				c.nodes[killed].kill()
+			}()
+		}
+		if err == nil {
+			err = cl.EndTransaction(ctx, kgo.TryCommit)
+		}
+		if err == nil {
+			acked[i] = true
+			continue
+		}
+		t.Logf("transaction %d: %v", i, err)
+		// Its outcome is unknown: start over with a new producer, which
+		// fences this one and aborts what it left open.
+		cl.Close()
+		cl = newProducer()
+	}
+	<-killDone
+	c.nodes[killed].restart()
+	if len(acked) < txns/2 {
+		t.Fatalf("only %d of %d transactions committed", len(acked), txns)
+	}
+	// Nothing left open: the last stable offset reaches the end.
+	out := client(t, addrs[0], kgo.SeedBrokers(addrs...), kgo.ConsumeTopics("failover"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(500*time.Millisecond))
+	seen := map[int]int{}
+	want := len(acked) * perTxn
+	got := 0
+	for got < want {
+		fs := out.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d of at least %d committed records", got, want)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			var i, j int
+			fmt.Sscanf(string(r.Value), "%d-%d", &i, &j)
+			seen[i]++
+			if acked[i] {
+				got++
+			}
+		})
+	}
+	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	out.PollFetches(pctx).EachRecord(func(r *kgo.Record) {
+		var i, j int
+		fmt.Sscanf(string(r.Value), "%d-%d", &i, &j)
+		seen[i]++
+	})
+	for i := range txns {
+		switch n := seen[i]; {
+		case acked[i] && n != perTxn:
+			t.Errorf("acknowledged transaction %d: %d of %d records", i, n, perTxn)
+		case n != 0 && n != perTxn:
+			t.Errorf("transaction %d torn: %d of %d records", i, n, perTxn)
+		}
+	}
+}
