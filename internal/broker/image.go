@@ -167,7 +167,14 @@ func (b *Broker) applyPartition(oldImg, img *metadata.Image, t *metadata.Topic, 
 	// another endpoint).
 	leaderMoved := p.Leader >= 0 && oldImg.Brokers[p.Leader] != img.Brokers[p.Leader]
 	changed := old == nil || !ok || old.LeaderEpoch != p.LeaderEpoch || old.Leader != p.Leader || old.PartitionEpoch != p.PartitionEpoch
-	state := replica.State{Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, Replicas: p.Replicas, ISR: p.ISR}
+	var ineligible []int32
+	for _, id := range p.Replicas {
+		if !img.Brokers[id].Eligible() {
+			ineligible = append(ineligible, id)
+		}
+	}
+	state := replica.State{Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, Replicas: p.Replicas, ISR: p.ISR,
+		Ineligible: ineligible}
 	switch {
 	case p.Leader == b.nodeID:
 		if changed {
@@ -175,6 +182,10 @@ func (b *Broker) applyPartition(oldImg, img *metadata.Image, t *metadata.Topic, 
 			if err := r.BecomeLeader(state); err != nil {
 				b.logger.Error("becoming leader", "topic", t.Name, "partition", index, "err", err)
 			}
+		} else {
+			// A follower's broker was fenced, began shutting down or
+			// came back: the leader stops or starts waiting for it.
+			r.SetIneligible(ineligible)
 		}
 	case changed || leaderMoved:
 		// A follower, of p.Leader or (-1) of no one until the controller

@@ -324,12 +324,23 @@ func (f *Fetcher) reset(ctx context.Context, t fetchTarget) error {
 	return err
 }
 
+// leaderCatchUpBackoff is the pause after an answer that says the source
+// has not applied the leadership change this replica knows of yet
+// (UNKNOWN_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER): it will in a moment, and
+// until it does the partition's high watermark cannot move, so the
+// fetcher asks again sooner than replica.fetch.backoff.ms.
+const leaderCatchUpBackoff = 20 * time.Millisecond
+
 // delay holds a partition back for the backoff after an error.
 func (f *Fetcher) delay(p *Partition, err error) {
 	f.cfg.Logger.Info("replica fetch of a partition failed", "source", f.source, "topic", p.Topic, "partition", p.Index, "err", err)
+	backoff := f.cfg.Backoff
+	if errors.Is(err, kerr.UnknownLeaderEpoch) || errors.Is(err, kerr.NotLeaderForPartition) {
+		backoff = min(backoff, leaderCatchUpBackoff)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if fp, ok := f.partitions[p]; ok {
-		fp.delayedUntil = time.Now().Add(f.cfg.Backoff)
+		fp.delayedUntil = time.Now().Add(backoff)
 	}
 }

@@ -37,6 +37,9 @@ type State struct {
 	PartitionEpoch int32
 	Replicas       []int32
 	ISR            []int32
+	// Ineligible are the replicas whose brokers are fenced or shutting
+	// down: a leader neither proposes them for the ISR nor waits for them.
+	Ineligible []int32
 }
 
 // Options are a partition's broker-level settings and seams.
@@ -292,6 +295,15 @@ func (p *Partition) InSync(id int32) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return slices.Contains(p.tracker.isr, id)
+}
+
+// SetIneligible takes the replicas whose brokers are now fenced or
+// shutting down (see State.Ineligible), when that changes without a new
+// partition state.
+func (p *Partition) SetIneligible(ids []int32) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.applyLocked(p.tracker.setIneligible(ids, p.nowMs()))
 }
 
 // ISR returns the committed in-sync replicas when this replica leads.

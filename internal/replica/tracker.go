@@ -37,10 +37,9 @@ import (
 //     then smaller than min.insync.replicas, with NOT_LEADER_OR_FOLLOWER if
 //     the replica stops leading first.
 //
-// Departures from Kafka: no broker epochs or fenced-broker checks in ISR
-// eligibility (the metadata image does not carry them yet), and, without
-// Eligible Leader Replicas (KIP-966), the high watermark still advances
-// when the ISR is below min.insync.replicas, as before Kafka 3.7.
+// Departures from Kafka: no broker epochs in ISR eligibility. As in Kafka
+// with Eligible Leader Replicas (KIP-966), the high watermark does not
+// advance while the ISR is below min.insync.replicas.
 type tracker struct {
 	nodeID       int32
 	lagTimeMaxMs int64 // replica.lag.time.max.ms
@@ -53,6 +52,10 @@ type tracker struct {
 	replicas       []int32
 	// isr is the committed ISR; empty on a follower.
 	isr []int32
+	// ineligible are the replicas whose brokers are fenced or shutting
+	// down, as the metadata says: they are not proposed for the ISR, and
+	// not waited for as caught up (Kafka's isReplicaIsrEligible).
+	ineligible []int32
 	// pending is the ISR change sent to the controller and not answered
 	// yet, or nil.
 	pending *ISRChange
@@ -195,6 +198,7 @@ func (t *tracker) becomeLeader(s State, logEnd, committable, nowMs int64) effect
 		}
 	}
 	t.isr = slices.Clone(s.ISR)
+	t.ineligible = slices.Clone(s.Ineligible)
 	t.pending = nil
 	t.logEnd, t.committable = logEnd, committable
 	for id := range t.followers {
@@ -335,7 +339,7 @@ func (t *tracker) followerFetched(ff followerFetch) effects {
 	f.lastFetchMs = ff.nowMs
 
 	var eff effects
-	if t.pending == nil && !slices.Contains(t.isr, ff.replica) &&
+	if t.pending == nil && !slices.Contains(t.isr, ff.replica) && !slices.Contains(t.ineligible, ff.replica) &&
 		f.logEndOffset >= t.highWatermark && f.logEndOffset >= t.epochStart {
 		isr := append(slices.Clone(t.isr), ff.replica)
 		slices.Sort(isr)
@@ -465,6 +469,20 @@ func (t *tracker) completeAcks() []ackDone {
 	return done
 }
 
+// setIneligible takes the replicas that may not join the ISR now (their
+// brokers are fenced or shutting down); the high watermark may move, as
+// it no longer waits for them.
+func (t *tracker) setIneligible(ids []int32, nowMs int64) effects {
+	if slices.Equal(ids, t.ineligible) {
+		return effects{}
+	}
+	t.ineligible = slices.Clone(ids)
+	if !t.leader {
+		return effects{}
+	}
+	return t.maybeAdvance(nowMs)
+}
+
 // maybeAdvance raises the high watermark to the smallest log end offset
 // over the maximal ISR and the caught-up followers, if that is higher.
 // Under min.insync.replicas (capped at the replicas there are) it stays
@@ -477,7 +495,7 @@ func (t *tracker) maybeAdvance(nowMs int64) effects {
 	hw := t.committable
 	isr := t.maximalISR()
 	for id, f := range t.followers {
-		if f.logEndOffset < hw && (slices.Contains(isr, id) || f.caughtUp(t.logEnd, nowMs, t.lagTimeMaxMs)) {
+		if f.logEndOffset < hw && (slices.Contains(isr, id) || !slices.Contains(t.ineligible, id) && f.caughtUp(t.logEnd, nowMs, t.lagTimeMaxMs)) {
 			hw = f.logEndOffset
 		}
 	}

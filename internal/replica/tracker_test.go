@@ -71,6 +71,9 @@ func (h *trackerHarness) run(t *testing.T, d *datadriven.TestData) string {
 	ids := func(key string) []int32 {
 		var out []int32
 		for _, v := range args[key] {
+			if strings.TrimSpace(v) == "" {
+				continue // ids=() is the empty list
+			}
 			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
 			if err != nil {
 				d.Fatalf(t, "%s: %s: %v", d.Cmd, key, err)
@@ -91,7 +94,7 @@ func (h *trackerHarness) run(t *testing.T, d *datadriven.TestData) string {
 		return "ok"
 	case "become-leader":
 		s := State{Leader: 1, LeaderEpoch: int32(num("epoch")), PartitionEpoch: int32(num("partition-epoch")),
-			Replicas: ids("replicas"), ISR: ids("isr")}
+			Replicas: ids("replicas"), ISR: ids("isr"), Ineligible: ids("ineligible")}
 		end := num("log-end")
 		eff = tr.becomeLeader(s, end, numOr("committable", end), num("time"))
 	case "become-follower":
@@ -112,6 +115,8 @@ func (h *trackerHarness) run(t *testing.T, d *datadriven.TestData) string {
 			logStartOffset: numOr("log-start", 0), leaderLogEnd: num("leader-log-end"), nowMs: num("time")})
 	case "tick":
 		eff = tr.tick(num("time"))
+	case "ineligible":
+		eff = tr.setIneligible(ids("ids"), num("time"))
 	case "alter-done":
 		change := tr.pending
 		if v := args["change"]; len(v) == 1 && v[0] == "previous" {
