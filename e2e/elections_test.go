@@ -40,7 +40,9 @@ func (c *cluster) eligibleLeaders(via int32, topic string, partition int32) (lea
 	return -1, nil, nil, nil, fmt.Errorf("no partition %s/%d in the answer", topic, partition)
 }
 
+// sorted returns the ids in increasing order, as a new slice.
 func sorted(ids ...int32) []int32 {
+	ids = slices.Clone(ids)
 	slices.Sort(ids)
 	return ids
 }
@@ -138,7 +140,7 @@ func TestEligibleLeaderReplicas(t *testing.T) {
 	c.nodes[f1].restart()
 	poll.UntilStatus(t, 60*time.Second, "the partition without a leader, L and F2 eligible", func() (bool, string) {
 		l, isr, elr, last, err := c.eligibleLeaders(f1, "elr", 0)
-		return err == nil && l < 0 && len(isr) == 0 && slices.Equal(elr, sorted(leader, f2)) && slices.Equal(last, []int32{leader}),
+		return err == nil && l < 0 && len(isr) == 0 && slices.Equal(sorted(elr...), sorted(leader, f2)) && slices.Equal(last, []int32{leader}),
 			fmt.Sprint(l, isr, elr, last, err)
 	})
 	// Then L, which may not lead (its shutdown was unclean), and F2.
