@@ -233,6 +233,7 @@ func Open(cfg Config) (*Node, error) {
 			n.reportAsync(func(rn *raft.RawNode) { rn.ReportSnapshot(id, snapshotStatus(ok)) })
 		},
 	}
+	n.transport.init()
 	return n, nil
 }
 

@@ -76,7 +76,10 @@ type peer struct {
 	wake chan struct{}
 }
 
-func (t *transport) start() {
+// init readies the transport: after it, connections may be served
+// (ServeConn can run before Start: the controller listener is open
+// first), and their messages wait for the node's loop.
+func (t *transport) init() {
 	t.stop = make(chan struct{})
 	t.peers = map[uint64]*peer{}
 	t.inbound = map[net.Conn]struct{}{}
@@ -90,11 +93,15 @@ func (t *transport) start() {
 		t.maxBackoff = maxBackoff
 	}
 	for id, addr := range t.voters {
-		if id == t.self {
-			continue
+		if id != t.self {
+			t.peers[id] = &peer{id: id, addr: addr, queue: make(chan *pb.Message, peerQueue), wake: make(chan struct{}, 1)}
 		}
-		p := &peer{id: id, addr: addr, queue: make(chan *pb.Message, peerQueue), wake: make(chan struct{}, 1)}
-		t.peers[id] = p
+	}
+}
+
+// start runs a goroutine per peer that dials it and writes its queue.
+func (t *transport) start() {
+	for _, p := range t.peers {
 		t.wg.Add(1)
 		go t.runPeer(p)
 	}

@@ -65,6 +65,7 @@ func TestTransportRedialsAPeerThatConnects(t *testing.T) {
 				return net.DialTimeout(network, addr, timeout)
 			}
 		}
+		tr.init()
 		return tr
 	}
 	t1 := newTransport(1, func(*pb.Message) {})
@@ -129,6 +130,7 @@ func TestTransportNoticesAPeerThatRestarts(t *testing.T) {
 				return net.DialTimeout(network, addr, timeout)
 			}
 		}
+		tr.init()
 		return tr
 	}
 	t1 := newTransport(1)
