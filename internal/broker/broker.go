@@ -109,9 +109,12 @@ type Broker struct {
 	server             *wire.Server
 	versions           map[int16]wire.VersionRange
 
-	image    atomic.Pointer[metadata.Image]
-	imageMu  sync.Mutex               // serializes applyImage
-	settings atomic.Pointer[settings] // the broker keys in effect; see settings
+	image   atomic.Pointer[metadata.Image]
+	imageMu sync.Mutex // serializes applyImage
+	// imageNext is closed when the next image is stored (awaitImage).
+	imageNextMu sync.Mutex
+	imageNext   chan struct{}
+	settings    atomic.Pointer[settings] // the broker keys in effect; see settings
 	// leaderQuota and followerQuota are the replication throttles
 	// (leader. and follower.replication.throttled.rate).
 	leaderQuota, followerQuota *replica.Quota

@@ -330,18 +330,46 @@ func notControllerResponse(req kmsg.Request) kmsg.Response {
 // with the same name starts with none). Every broker also drops them when
 // it applies the image without the topic.
 func (b *Broker) afterController(ctx context.Context, req kmsg.Request, resp kmsg.Response) {
-	r, ok := resp.(*kmsg.DeleteTopicsResponse)
-	if !ok {
-		return
-	}
-	var deleted []string
-	for _, t := range r.Topics {
-		if t.ErrorCode == 0 && t.Topic != nil {
-			deleted = append(deleted, *t.Topic)
+	switch r := resp.(type) {
+	case *kmsg.CreateTopicsResponse:
+		// Answer once this node's own image has the new topics, so that
+		// the client's next request here (Metadata, Produce) finds them.
+		// Kafka answers when the controller has committed, and a client
+		// that produces at once through the broker it asked can get
+		// UNKNOWN_TOPIC_OR_PARTITION (kafka-go's writer gives up on it).
+		// A node that does not catch up within the request's timeout
+		// answers anyway: the topics exist.
+		if cr, ok := req.(*kmsg.CreateTopicsRequest); !ok || cr.ValidateOnly {
+			return
 		}
-	}
-	if len(deleted) > 0 {
+		b.awaitImage(ctx, func(img *metadata.Image) bool {
+			for _, t := range r.Topics {
+				if t.ErrorCode == 0 && img.Topics[t.Topic] == nil {
+					return false
+				}
+			}
+			return true
+		})
+	case *kmsg.DeleteTopicsResponse:
+		var deleted []string
+		for _, t := range r.Topics {
+			if t.ErrorCode == 0 && t.Topic != nil {
+				deleted = append(deleted, *t.Topic)
+			}
+		}
+		if len(deleted) == 0 {
+			return
+		}
 		b.groups.DeleteTopicOffsets(ctx, deleted)
+		// Likewise, once this node no longer has them.
+		b.awaitImage(ctx, func(img *metadata.Image) bool {
+			for _, name := range deleted {
+				if img.Topics[name] != nil {
+					return false
+				}
+			}
+			return true
+		})
 	}
 }
 

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"maps"
 	"net"
 	"runtime"
@@ -14,6 +15,41 @@ import (
 	"github.com/strata-io/strata/internal/replica"
 )
 
+// storeImage publishes img to the handlers and wakes those waiting for a
+// new image.
+func (b *Broker) storeImage(img *metadata.Image) {
+	b.image.Store(img)
+	b.imageNextMu.Lock()
+	if b.imageNext != nil {
+		close(b.imageNext)
+		b.imageNext = nil
+	}
+	b.imageNextMu.Unlock()
+}
+
+// awaitImage waits until the image the handlers see satisfies ok, and
+// reports whether it did before ctx ended.
+func (b *Broker) awaitImage(ctx context.Context, ok func(*metadata.Image) bool) bool {
+	for {
+		// The channel first, then the check: an image stored between the
+		// two closes the channel we wait on.
+		b.imageNextMu.Lock()
+		if b.imageNext == nil {
+			b.imageNext = make(chan struct{})
+		}
+		next := b.imageNext
+		b.imageNextMu.Unlock()
+		if img := b.image.Load(); img != nil && ok(img) {
+			return true
+		}
+		select {
+		case <-next:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
 // applyImage brings the partitions this broker hosts in line with a new
 // metadata image: it opens and leads new partitions, applies configuration
 // changes, and deletes the partitions of removed topics. The controller's
@@ -26,7 +62,7 @@ func (b *Broker) applyImage(old, img *metadata.Image) {
 	// Handlers see the new image only once this node acts on it: a client
 	// told "this node coordinates your group" or "leads that partition"
 	// must find the coordinator loaded and the partition open.
-	defer b.image.Store(img)
+	defer b.storeImage(img)
 
 	// Topics removed, or replaced by a topic of the same name and a new id.
 	for id, t := range old.TopicsByID {
