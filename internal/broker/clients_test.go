@@ -89,7 +89,10 @@ func TestKafkaGo(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
-	w := &kafkago.Writer{Addr: kafkago.TCP(b.Addr()), Topic: "kafkago", Balancer: &kafkago.RoundRobin{}, RequiredAcks: kafkago.RequireAll, Compression: kafkago.Lz4, BatchTimeout: 10 * time.Millisecond}
+	// A transport of its own: the default one caches metadata by address,
+	// and an earlier test's broker may have had this port.
+	w := &kafkago.Writer{Addr: kafkago.TCP(b.Addr()), Topic: "kafkago", Balancer: &kafkago.RoundRobin{}, RequiredAcks: kafkago.RequireAll, Compression: kafkago.Lz4, BatchTimeout: 10 * time.Millisecond,
+		Transport: &kafkago.Transport{}}
 	var msgs []kafkago.Message
 	for i := 0; i < 40; i++ {
 		msgs = append(msgs, kafkago.Message{Key: []byte(fmt.Sprint(i)), Value: []byte(fmt.Sprintf("kg-%d", i))})

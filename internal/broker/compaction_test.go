@@ -235,7 +235,11 @@ func TestKafkaGoReadsACompactedLog(t *testing.T) {
 		createTopic(t, newAdmin(t, b.Addr()), topic, 1, map[string]*string{"cleanup.policy": ptr("compact"), "segment.bytes": ptr("200"),
 			"min.cleanable.dirty.ratio": ptr("0.01")})
 		// NewWriter(WriterConfig{}), as the suite writes, waits for acks=all.
+		// A transport of its own: kafka-go's default one is shared by the
+		// process and caches metadata by address for 6 s, and an earlier
+		// test's broker may have had this port.
 		w := &kafkago.Writer{Addr: kafkago.TCP(b.Addr()), Topic: topic, BatchSize: 3, Balancer: &kafkago.LeastBytes{},
+			Transport:    &kafkago.Transport{},
 			RequiredAcks: kafkago.RequireAll}
 		if err := w.WriteMessages(ctx, msgs...); err != nil {
 			t.Fatal(err)

@@ -144,6 +144,7 @@ func TestKIP848RegexMatchesInternalTopics(t *testing.T) {
 func TestKafkaGoReadersShareAGroup(t *testing.T) {
 	records := func(t *testing.T, addr, topic string) {
 		w := &kafkago.Writer{Addr: kafkago.TCP(addr), Topic: topic, Balancer: &kafkago.RoundRobin{}, BatchSize: 1,
+			Transport:    &kafkago.Transport{}, // not the default one, which caches metadata by address
 			RequiredAcks: kafkago.RequireAll}
 		defer w.Close()
 		var msgs []kafkago.Message
