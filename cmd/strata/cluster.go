@@ -242,7 +242,7 @@ Exits 0 when healthy; otherwise prints why on one line and exits 1.`,
 			if rep.BrokerIDs == nil {
 				rep.BrokerIDs = []int32{}
 			}
-			rep.Partitions, rep.Problems = healthProblems(md)
+			rep.Partitions, rep.Problems = healthProblems(md, listMoves(ctx, cl, md))
 			if st.hasQuorum {
 				if st.quorumErr == nil {
 					rep.Voters = st.quorum.voterIDs()
@@ -311,11 +311,28 @@ func quorumProblems(q quorumView, err error, timeout time.Duration, now time.Tim
 	return problems
 }
 
+// listMoves returns the partitions of md being moved
+// (ListPartitionReassignments), none when the brokers cannot tell.
+func listMoves(ctx context.Context, cl *kgo.Client, md kadm.Metadata) kadm.ListPartitionReassignmentsResponses {
+	set := kadm.TopicsSet{}
+	for _, td := range md.Topics {
+		for p := range td.Partitions {
+			set.Add(td.Topic, p)
+		}
+	}
+	moves, err := kadm.NewClient(cl).ListPartitionReassignments(ctx, set)
+	if err != nil {
+		return nil
+	}
+	return moves
+}
+
 // healthProblems counts the partitions and lists, one line each, why the
 // cluster in md is unhealthy: no controller, a topic or partition error, a
 // partition offline (without a leader) or under-replicated (with an ISR
-// smaller than its replicas).
-func healthProblems(md kadm.Metadata) (partitions int, problems []string) {
+// smaller than its replicas; while moving, than its replicas less those
+// being removed, as Kafka's UnderReplicatedPartitions counts).
+func healthProblems(md kadm.Metadata, moves kadm.ListPartitionReassignmentsResponses) (partitions int, problems []string) {
 	problems = []string{}
 	if md.Controller < 0 {
 		problems = append(problems, "no active controller")
@@ -331,7 +348,7 @@ func healthProblems(md kadm.Metadata) (partitions int, problems []string) {
 			case p.Leader < 0:
 				problems = append(problems, fmt.Sprintf("partition %s/%d is offline: no leader (replicas %s, offline %s)",
 					td.Topic, p.Partition, ints(p.Replicas), ints(orEmpty(p.OfflineReplicas))))
-			case len(p.ISR) < len(p.Replicas):
+			case len(p.ISR) < len(p.Replicas)-len(moves[td.Topic][p.Partition].RemovingReplicas):
 				problems = append(problems, fmt.Sprintf("partition %s/%d is under-replicated (ISR %s of replicas %s%s)",
 					td.Topic, p.Partition, ints(p.ISR), ints(p.Replicas), offlineNote(p.OfflineReplicas)))
 			case p.Err != nil:

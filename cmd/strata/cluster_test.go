@@ -65,22 +65,33 @@ func TestHealthProblems(t *testing.T) {
 				2: {Topic: "sick", Partition: 2, Leader: -1, Replicas: []int32{1, 3}, ISR: []int32{1}, OfflineReplicas: []int32{1, 3}, Err: kerr.LeaderNotAvailable},
 				3: {Topic: "sick", Partition: 3, Leader: 2, Replicas: []int32{2, 3}, ISR: []int32{2}, OfflineReplicas: []int32{3}},
 			}},
+			// Moving from {1,2,3} to {2,3,4}: 4 not in sync yet is not
+			// under-replicated; 3 out of sync too is.
+			"moving": {Topic: "moving", Partitions: kadm.PartitionDetails{
+				0: {Topic: "moving", Partition: 0, Leader: 1, Replicas: []int32{2, 3, 4, 1}, ISR: []int32{1, 2, 3}},
+				1: {Topic: "moving", Partition: 1, Leader: 1, Replicas: []int32{2, 3, 4, 1}, ISR: []int32{1, 2}},
+			}},
 			"gone": {Topic: "gone", Err: errors.New("boom")},
 		},
 	}
-	n, problems := healthProblems(md)
+	moves := kadm.ListPartitionReassignmentsResponses{"moving": {
+		0: {Topic: "moving", Partition: 0, Replicas: []int32{2, 3, 4, 1}, AddingReplicas: []int32{4}, RemovingReplicas: []int32{1}},
+		1: {Topic: "moving", Partition: 1, Replicas: []int32{2, 3, 4, 1}, AddingReplicas: []int32{4}, RemovingReplicas: []int32{1}},
+	}}
+	n, problems := healthProblems(md, moves)
 	want := []string{
 		"no active controller",
 		"topic gone: boom",
+		"partition moving/1 is under-replicated (ISR [1,2] of replicas [2,3,4,1])",
 		"partition sick/0 is offline: no leader (replicas [1], offline [])",
 		"partition sick/1 is under-replicated (ISR [2] of replicas [1,2,3])",
 		"partition sick/2 is offline: no leader (replicas [1,3], offline [1,3])",
 		"partition sick/3 is under-replicated (ISR [2] of replicas [2,3], offline [3])",
 	}
-	if n != 5 || !slices.Equal(problems, want) {
-		t.Fatalf("got %d partitions, %q; want 5, %q", n, problems, want)
+	if n != 7 || !slices.Equal(problems, want) {
+		t.Fatalf("got %d partitions, %q; want 7, %q", n, problems, want)
 	}
-	if n, problems := healthProblems(kadm.Metadata{Controller: 1}); n != 0 || len(problems) != 0 {
+	if n, problems := healthProblems(kadm.Metadata{Controller: 1}, nil); n != 0 || len(problems) != 0 {
 		t.Fatalf("empty healthy cluster: %d, %q", n, problems)
 	}
 }

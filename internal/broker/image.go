@@ -210,7 +210,7 @@ func (b *Broker) applyPartition(oldImg, img *metadata.Image, t *metadata.Topic, 
 		}
 	}
 	state := replica.State{Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, Replicas: p.Replicas, ISR: p.ISR,
-		Ineligible: ineligible}
+		Ineligible: ineligible, Removing: p.RemovingReplicas}
 	switch {
 	case p.Leader == b.nodeID:
 		if changed {

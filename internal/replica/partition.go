@@ -40,6 +40,9 @@ type State struct {
 	// Ineligible are the replicas whose brokers are fenced or shutting
 	// down: a leader neither proposes them for the ISR nor waits for them.
 	Ineligible []int32
+	// Removing are the replicas a reassignment is removing (KIP-455),
+	// among Replicas.
+	Removing []int32
 }
 
 // Options are a partition's broker-level settings and seams.

@@ -10,6 +10,8 @@ type Replication struct {
 	// than the metadata image's.
 	Leader        bool
 	Replicas, ISR []int32
+	// Removing are the replicas a reassignment is removing.
+	Removing []int32
 	// MinInsyncReplicas is min.insync.replicas.
 	MinInsyncReplicas int
 	// FetcherLag, on a follower that has fetched from its leader at this
@@ -20,8 +22,12 @@ type Replication struct {
 }
 
 // UnderReplicated reports whether the partition is led here with an ISR
-// smaller than its replica set (Kafka's UnderReplicatedPartitions).
-func (r Replication) UnderReplicated() bool { return r.Leader && len(r.ISR) < len(r.Replicas) }
+// smaller than its replica set, less the replicas a reassignment is
+// removing (Kafka's UnderReplicatedPartitions, whose replication factor
+// during a reassignment is the target's).
+func (r Replication) UnderReplicated() bool {
+	return r.Leader && len(r.ISR) < len(r.Replicas)-len(r.Removing)
+}
 
 // UnderMinISR reports whether the partition is led here with an ISR
 // smaller than min.insync.replicas (Kafka's UnderMinIsrPartitionCount):
@@ -34,7 +40,7 @@ func (p *Partition) Replication() Replication {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	t := p.tracker
-	r := Replication{Leader: t.leader, Replicas: slices.Clone(t.replicas), ISR: slices.Clone(t.isr),
+	r := Replication{Leader: t.leader, Replicas: slices.Clone(t.replicas), ISR: slices.Clone(t.isr), Removing: slices.Clone(t.removing),
 		MinInsyncReplicas: t.minInsync, FetcherLag: -1}
 	if !t.leader && t.leaderHighWatermark >= 0 {
 		r.FetcherLag = max(t.leaderHighWatermark-leo, 0)

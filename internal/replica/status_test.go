@@ -81,3 +81,24 @@ func TestReplicationStatus(t *testing.T) {
 		t.Fatalf("after the expansion: %+v, %d expansions, %d shrinks counted", r, expands.Load(), shrinks.Load())
 	}
 }
+
+// TestUnderReplicatedWhileMoving counts a partition being reassigned
+// against its target replication factor, as Kafka's
+// UnderReplicatedPartitions does: replicas {2,3,4} plus 1 being removed.
+func TestUnderReplicatedWhileMoving(t *testing.T) {
+	a := newNode(t, 2, 1)
+	moving := State{Leader: 2, LeaderEpoch: 1, Replicas: []int32{2, 3, 4, 1}, ISR: []int32{1, 2, 3}, Removing: []int32{1}}
+	if err := a.p.BecomeLeader(moving); err != nil {
+		t.Fatal(err)
+	}
+	if r := a.p.Replication(); r.UnderReplicated() {
+		t.Fatalf("moving with three in sync: %+v", r)
+	}
+	moving.PartitionEpoch, moving.ISR = 1, []int32{1, 2}
+	if err := a.p.BecomeLeader(moving); err != nil {
+		t.Fatal(err)
+	}
+	if r := a.p.Replication(); !r.UnderReplicated() {
+		t.Fatalf("moving with two in sync: %+v", r)
+	}
+}

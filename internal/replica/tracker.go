@@ -50,6 +50,9 @@ type tracker struct {
 	leaderEpoch    int32
 	partitionEpoch int32
 	replicas       []int32
+	// removing are the replicas a reassignment is removing, among
+	// replicas.
+	removing []int32
 	// isr is the committed ISR; empty on a follower.
 	isr []int32
 	// ineligible are the replicas whose brokers are fenced or shutting
@@ -183,7 +186,7 @@ func (t *tracker) becomeLeader(s State, logEnd, committable, nowMs int64) effect
 	newEpoch := s.LeaderEpoch > t.leaderEpoch
 	first := t.leaderEpoch < 0 && t.partitionEpoch < 0
 	t.leader, t.leaderID = true, t.nodeID
-	t.replicas = slices.Clone(s.Replicas)
+	t.replicas, t.removing = slices.Clone(s.Replicas), slices.Clone(s.Removing)
 	if !newLeader {
 		// A follower the controller took out of the ISR (it was fenced:
 		// its session expired, or it is shutting down) is no longer
