@@ -329,19 +329,18 @@ func planAlterPartition(img *metadata.Image, pol Policy, req PartitionAlter) ([]
 	if slices.Equal(req.NewISR, p.ISR) {
 		return nil, current, nil
 	}
-	if p.Reassigning() {
-		records, res := planReassigningISR(img, t, req.Partition, p, slices.Clone(req.NewISR))
-		return records, res, nil
-	}
 	c := newChange(img, pol, t, req.Partition, p)
 	c.isr, c.election = slices.Clone(req.NewISR), electNone
 	rec := c.build()
 	if rec == nil {
 		return nil, current, nil
 	}
-	isr := p.ISR
-	if rec.ISR != nil {
-		isr = rec.ISR
+	// The partition as the record leaves it: a change that completes a
+	// reassignment may also move the leadership.
+	next, err := img.Apply(img.Offset, metadata.Record{PartitionChange: rec})
+	if err != nil {
+		panic(fmt.Sprintf("controller: invariant: a planned partition change does not apply: %v", err))
 	}
-	return []metadata.Record{{PartitionChange: rec}}, AlterResult{Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch + 1, ISR: isr}, nil
+	_, np, _ := next.Partition(req.Topic, req.Partition)
+	return []metadata.Record{{PartitionChange: rec}}, AlterResult{Leader: np.Leader, LeaderEpoch: np.LeaderEpoch, PartitionEpoch: np.PartitionEpoch, ISR: np.ISR}, nil
 }

@@ -95,13 +95,19 @@ type partitionChange struct {
 	// uncleanShutdown came back from an unclean shutdown: out of the ISR
 	// and the ELR, and it may not lead; -1 for none.
 	uncleanShutdown int32
+	// replicas, adding and removing are the assignment wanted: the
+	// partition's, or a reassignment's (KIP-455, reassign.go). A change
+	// whose ISR holds every replica but those being removed completes the
+	// reassignment.
+	replicas, adding, removing []int32
 }
 
 // newChange starts a change of partition index of t that keeps the ISR,
 // with the topic's election: unclean when the topic allows it.
 func newChange(img *metadata.Image, pol Policy, t *metadata.Topic, index int32, p *metadata.Partition) *partitionChange {
 	c := &partitionChange{img: img, topic: t, index: index, p: p, minISR: pol.minISR(img, t, p),
-		isr: p.ISR, remove: -1, add: -1, uncleanShutdown: -1, election: electOnline}
+		isr: p.ISR, remove: -1, add: -1, uncleanShutdown: -1, election: electOnline,
+		replicas: p.Replicas, adding: p.AddingReplicas, removing: p.RemovingReplicas}
 	if pol.unclean(img, t.Name) {
 		c.election = electUnclean
 	}
@@ -130,16 +136,19 @@ func (c *partitionChange) elect(isr, elr []int32) (int32, bool) {
 	p := c.p
 	switch c.election {
 	case electNone:
-		return p.Leader, false
+		if slices.Contains(c.replicas, p.Leader) {
+			return p.Leader, false
+		}
+		// A completed reassignment removed the leader: elect another.
 	case electPreferred:
-		if len(p.Replicas) > 0 && c.validLeader(p.Replicas[0], isr, elr) {
-			return p.Replicas[0], false
+		if len(c.replicas) > 0 && c.validLeader(c.replicas[0], isr, elr) {
+			return c.replicas[0], false
 		}
 	}
-	if c.validLeader(p.Leader, isr, elr) {
+	if slices.Contains(c.replicas, p.Leader) && c.validLeader(p.Leader, isr, elr) {
 		return p.Leader, false
 	}
-	for _, r := range p.Replicas {
+	for _, r := range c.replicas {
 		if c.validLeader(r, isr, elr) {
 			return r, false
 		}
@@ -150,7 +159,7 @@ func (c *partitionChange) elect(isr, elr []int32) (int32, bool) {
 		return p.LastKnownELR[0], true
 	}
 	if c.election == electUnclean {
-		for _, r := range p.Replicas {
+		for _, r := range c.replicas {
 			if c.acceptable(r) {
 				return r, true
 			}
@@ -162,13 +171,14 @@ func (c *partitionChange) elect(isr, elr []int32) (int32, bool) {
 // build returns the record that makes the change, or nil when it changes
 // nothing.
 func (c *partitionChange) build() *metadata.PartitionChangeRecord {
+	c.completeReassignment()
 	p := c.p
 	isr := without(c.isr, c.uncleanShutdown)
 	var elr []int32
 	if len(isr) < c.minISR {
 		// The ISR is below min.insync.replicas: what leaves it (and what
 		// was eligible) stays eligible, in replica order.
-		for _, r := range p.Replicas {
+		for _, r := range c.replicas {
 			if (slices.Contains(p.ELR, r) || slices.Contains(p.ISR, r)) && !slices.Contains(isr, r) && r != c.uncleanShutdown {
 				elr = append(elr, r)
 			}
@@ -199,10 +209,37 @@ func (c *partitionChange) build() *metadata.PartitionChangeRecord {
 	case len(p.LastKnownELR) > 0 && (rec.Leader != nil && *rec.Leader >= 0 || p.Leader >= 0 && rec.Leader == nil):
 		rec.LastKnownELR = []int32{}
 	}
-	if rec.Leader == nil && rec.ISR == nil && rec.ELR == nil && rec.LastKnownELR == nil {
+	if !slices.Equal(c.replicas, p.Replicas) {
+		rec.Replicas = slices.Clone(c.replicas)
+	}
+	if !slices.Equal(c.adding, p.AddingReplicas) {
+		adding := nonNil(slices.Clone(c.adding))
+		rec.AddingReplicas = &adding
+	}
+	if !slices.Equal(c.removing, p.RemovingReplicas) {
+		removing := nonNil(slices.Clone(c.removing))
+		rec.RemovingReplicas = &removing
+	}
+	if rec.Leader == nil && rec.ISR == nil && rec.ELR == nil && rec.LastKnownELR == nil &&
+		rec.Replicas == nil && rec.AddingReplicas == nil && rec.RemovingReplicas == nil {
 		return nil
 	}
 	return rec
+}
+
+// completeReassignment finishes a reassignment the wanted ISR allows (Kafka's
+// PartitionReassignmentReplicas.maybeCompleteReassignment): when the ISR,
+// less the replicas being removed, holds every other replica, those are
+// dropped from the replicas and the ISR and the reassignment ends.
+func (c *partitionChange) completeReassignment() {
+	if len(c.adding) == 0 && len(c.removing) == 0 {
+		return
+	}
+	isr, replicas := difference(c.isr, c.removing), difference(c.replicas, c.removing)
+	if len(isr) == 0 || len(replicas) == 0 || len(difference(replicas, isr)) > 0 {
+		return
+	}
+	c.isr, c.replicas, c.adding, c.removing = isr, replicas, nil, nil
 }
 
 // nonNil returns ids, or an empty slice for nil: a change record's empty

@@ -17,8 +17,9 @@ import (
 //     become the target followed by the replicas being removed, with
 //     AddingReplicas (target minus current) and RemovingReplicas (current
 //     minus target). The adding replicas open the partition and fetch.
-//  2. Each change of the partition (above all the leader's AlterPartition
-//     adding a caught-up replica to the ISR) checks whether the ISR, less
+//  2. Every change of the partition, planned by the one change builder
+//     (partitionChange, elect.go; above all the leader's AlterPartition
+//     adding a caught-up replica to the ISR), checks whether the ISR, less
 //     the removing replicas, now holds every remaining replica. When it
 //     does, the same record drops the removing replicas from the replicas
 //     and the ISR and clears the reassignment; a leader that was removed
@@ -64,7 +65,7 @@ func (c *Controller) AlterPartitionReassignments(ctx context.Context, specs []Re
 	results := make([]error, len(specs))
 	planned := allIndexes(len(specs)) // as created in CreateTopics
 	_, err := c.propose(ctx, func(img *metadata.Image) ([]metadata.Record, error) {
-		records, errs := planReassignments(img, specs, allowRFChange)
+		records, errs := planReassignments(img, c.cfg.Policy, specs, allowRFChange)
 		copy(results, errs)
 		planned = planned[:0]
 		for i, err := range errs {
@@ -93,11 +94,11 @@ func (c *Controller) ListPartitionReassignments(topics map[string][]int32) []Ong
 // planReassignments plans each spec against the image with the records of
 // the specs before it applied, so a partition named twice ends where the
 // last names it. It returns the records and an error per spec.
-func planReassignments(img *metadata.Image, specs []Reassignment, allowRFChange bool) ([]metadata.Record, []error) {
+func planReassignments(img *metadata.Image, pol Policy, specs []Reassignment, allowRFChange bool) ([]metadata.Record, []error) {
 	errs := make([]error, len(specs))
 	var records []metadata.Record
 	for i, spec := range specs {
-		rec, err := planReassignment(img, spec, allowRFChange)
+		rec, err := planReassignment(img, pol, spec, allowRFChange)
 		errs[i] = err
 		if err != nil || rec == nil {
 			continue
@@ -115,7 +116,7 @@ func planReassignments(img *metadata.Image, specs []Reassignment, allowRFChange 
 
 // planReassignment returns the record (nil when nothing changes) that
 // starts, changes or (nil replicas) cancels a partition's reassignment.
-func planReassignment(img *metadata.Image, spec Reassignment, allowRFChange bool) (*metadata.Record, error) {
+func planReassignment(img *metadata.Image, pol Policy, spec Reassignment, allowRFChange bool) (*metadata.Record, error) {
 	t, ok := img.Topics[spec.Topic]
 	if !ok {
 		return nil, fmt.Errorf("%w: unable to find a topic named %s", kerr.UnknownTopicOrPartition, spec.Topic)
@@ -125,7 +126,7 @@ func planReassignment(img *metadata.Image, spec Reassignment, allowRFChange bool
 		return nil, fmt.Errorf("%w: unable to find partition %s:%d", kerr.UnknownTopicOrPartition, spec.Topic, spec.Partition)
 	}
 	if spec.Replicas == nil {
-		return planCancelReassignment(img, t, spec.Partition, p)
+		return planCancelReassignment(img, pol, t, spec.Partition, p)
 	}
 	if err := validateTargetReplicas(img, spec.Replicas); err != nil {
 		return nil, err
@@ -140,35 +141,29 @@ func planReassignment(img *metadata.Image, spec Reassignment, allowRFChange bool
 	removing, adding := difference(p.Replicas, spec.Replicas), difference(spec.Replicas, p.Replicas)
 	slices.Sort(removing)
 	slices.Sort(adding)
-	target := partitionTarget{
-		replicas: append(slices.Clone(spec.Replicas), removing...),
-		isr:      p.ISR,
-		adding:   adding,
-		removing: removing,
-	}
-	return recordOf(buildPartitionChange(img, t.ID, spec.Partition, p, target)), nil
+	c := newChange(img, pol, t, spec.Partition, p)
+	c.replicas, c.adding, c.removing = append(slices.Clone(spec.Replicas), removing...), adding, removing
+	return recordOf(c.build()), nil
 }
 
 // planCancelReassignment reverts a reassignment in progress.
-func planCancelReassignment(img *metadata.Image, t *metadata.Topic, index int32, p *metadata.Partition) (*metadata.Record, error) {
+func planCancelReassignment(img *metadata.Image, pol Policy, t *metadata.Topic, index int32, p *metadata.Partition) (*metadata.Record, error) {
 	if !p.Reassigning() {
 		return nil, fmt.Errorf("%w: no reassignment of %s:%d is in progress", kerr.NoReassignmentInProgress, t.Name, index)
 	}
-	target := partitionTarget{
-		replicas: difference(p.Replicas, p.AddingReplicas),
-		isr:      difference(p.ISR, p.AddingReplicas),
-	}
-	if len(target.replicas) == 0 {
+	c := newChange(img, pol, t, index, p)
+	c.replicas, c.isr, c.adding, c.removing = difference(p.Replicas, p.AddingReplicas), difference(p.ISR, p.AddingReplicas), nil, nil
+	if len(c.replicas) == 0 {
 		return nil, fmt.Errorf("%w: the reassignment of %s:%d adds every replica", kerr.InvalidReplicaAssignment, t.Name, index)
 	}
-	if len(target.isr) == 0 {
-		if !uncleanElectionEnabled(img, t.Name) {
+	if len(c.isr) == 0 {
+		if !pol.unclean(img, t.Name) {
 			return nil, fmt.Errorf("%w: unable to revert the reassignment of %s:%d because it would require an unclean leader election",
 				kerr.InvalidReplicaAssignment, t.Name, index)
 		}
-		target.isr = target.replicas[:1]
+		c.isr = c.replicas[:1]
 	}
-	return recordOf(buildPartitionChange(img, t.ID, index, p, target)), nil
+	return recordOf(c.build()), nil
 }
 
 // validateTargetReplicas is Kafka's validateManualPartitionAssignment.
@@ -187,105 +182,6 @@ func validateTargetReplicas(img *metadata.Image, replicas []int32) error {
 		seen[r] = true
 	}
 	return nil
-}
-
-// uncleanElectionEnabled reads unclean.leader.election.enable for a topic:
-// its own override, else the cluster-wide dynamic default.
-func uncleanElectionEnabled(img *metadata.Image, topic string) bool {
-	const key = "unclean.leader.election.enable"
-	if v, ok := img.TopicConfig(topic)[key]; ok {
-		return v == "true"
-	}
-	return img.Configs[metadata.ConfigResource{Type: metadata.ResourceBroker}][key] == "true"
-}
-
-// planReassigningISR is planAlterPartition's record for an ISR change of a
-// partition being reassigned: the change, completing the reassignment
-// when the new ISR allows.
-func planReassigningISR(img *metadata.Image, t *metadata.Topic, index int32, p *metadata.Partition, isr []int32) ([]metadata.Record, AlterResult) {
-	target := partitionTarget{replicas: p.Replicas, isr: isr, adding: p.AddingReplicas, removing: p.RemovingReplicas}
-	change := buildPartitionChange(img, t.ID, index, p, target)
-	current := AlterResult{Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, ISR: p.ISR}
-	if change == nil {
-		return nil, current
-	}
-	next, err := img.Apply(img.Offset, metadata.Record{PartitionChange: change})
-	if err != nil {
-		panic(fmt.Sprintf("controller: invariant: a planned partition change does not apply: %v", err))
-	}
-	_, np, _ := next.Partition(t.Name, index)
-	return []metadata.Record{{PartitionChange: change}},
-		AlterResult{Leader: np.Leader, LeaderEpoch: np.LeaderEpoch, PartitionEpoch: np.PartitionEpoch, ISR: np.ISR}
-}
-
-// partitionTarget is where a change takes a partition: Kafka's
-// PartitionChangeBuilder targets, for the changes reassignment makes.
-type partitionTarget struct {
-	replicas, isr, adding, removing []int32
-}
-
-// buildPartitionChange returns the change taking p to target, or nil when
-// there is none. A reassignment the target's ISR completes is completed in
-// the same change; a leader that is not in the resulting ISR (or is
-// fenced) is replaced by the first replica, in replica order, that is in
-// the ISR and eligible, or by none (-1).
-func buildPartitionChange(img *metadata.Image, topicID metadata.UUID, index int32, p *metadata.Partition, target partitionTarget) *metadata.PartitionChangeRecord {
-	if len(target.adding) > 0 || len(target.removing) > 0 {
-		isr := difference(target.isr, target.removing)
-		replicas := difference(target.replicas, target.removing)
-		if len(isr) > 0 && len(replicas) > 0 && len(difference(replicas, isr)) == 0 {
-			target = partitionTarget{replicas: replicas, isr: isr}
-		}
-	}
-	change := &metadata.PartitionChangeRecord{TopicID: topicID, Partition: index}
-	changed := false
-	if leader := electReassignedLeader(img, p.Leader, target); leader != p.Leader {
-		change.Leader = &leader
-		changed = true
-	}
-	if !slices.Equal(target.isr, p.ISR) && len(target.isr) > 0 {
-		change.ISR = slices.Clone(target.isr)
-		changed = true
-	}
-	if !slices.Equal(target.replicas, p.Replicas) {
-		change.Replicas = slices.Clone(target.replicas)
-		changed = true
-	}
-	if !slices.Equal(target.adding, p.AddingReplicas) {
-		adding := slices.Clone(target.adding)
-		if adding == nil {
-			adding = []int32{}
-		}
-		change.AddingReplicas = &adding
-		changed = true
-	}
-	if !slices.Equal(target.removing, p.RemovingReplicas) {
-		removing := slices.Clone(target.removing)
-		if removing == nil {
-			removing = []int32{}
-		}
-		change.RemovingReplicas = &removing
-		changed = true
-	}
-	if !changed {
-		return nil
-	}
-	return change
-}
-
-// electReassignedLeader keeps the current leader while it is in the
-// target ISR and not fenced, else picks the first eligible replica in the
-// target ISR, or -1.
-func electReassignedLeader(img *metadata.Image, current int32, target partitionTarget) int32 {
-	if b := img.Brokers[current]; b != nil && !b.Fenced && slices.Contains(target.isr, current) && slices.Contains(target.replicas, current) {
-		return current
-	}
-	for _, r := range target.replicas {
-		if slices.Contains(target.isr, r) && img.Brokers[r].Eligible() {
-			return r
-		}
-	}
-	return -1
 }
 
 // listReassignments is ListPartitionReassignments over an image.

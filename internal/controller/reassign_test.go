@@ -84,7 +84,7 @@ func (s *clusterScript) reassign(t *testing.T, d *datadriven.TestData) string {
 		}
 		specs = append(specs, spec)
 	}
-	records, errs := planReassignments(s.img, specs, !d.HasArg("no-rf-change"))
+	records, errs := planReassignments(s.img, Policy{MinInsyncReplicas: 1}, specs, !d.HasArg("no-rf-change"))
 	var out strings.Builder
 	for _, r := range records {
 		out.WriteString(s.describe(r) + "\n")
