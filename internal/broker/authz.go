@@ -128,7 +128,8 @@ func init() {
 		kmsg.DescribeUserSCRAMCredentials: auth.OpDescribe, kmsg.AlterUserSCRAMCredentials: auth.OpAlter,
 		kmsg.DescribeLogDirs: auth.OpDescribe, kmsg.AlterPartitionAssignments: auth.OpAlter,
 		kmsg.ListPartitionReassignments: auth.OpDescribe, kmsg.DescribeQuorum: auth.OpDescribe,
-		kmsg.ElectLeaders: auth.OpAlter,
+		kmsg.ElectLeaders:         auth.OpAlter,
+		kmsg.DescribeClientQuotas: auth.OpDescribeConfigs, kmsg.AlterClientQuotas: auth.OpAlterConfigs,
 	} {
 		authzRules[key.Int16()] = clusterRule(op)
 	}

@@ -182,6 +182,20 @@ func setAllErrors(req kmsg.Request, resp kmsg.Response, code int16) {
 		resp.(*kmsg.ListPartitionReassignmentsResponse).ErrorCode = code
 	case *kmsg.DescribeQuorumRequest:
 		resp.(*kmsg.DescribeQuorumResponse).ErrorCode = code
+	case *kmsg.DescribeClientQuotasRequest:
+		resp.(*kmsg.DescribeClientQuotasResponse).ErrorCode = code
+	case *kmsg.AlterClientQuotasRequest:
+		out := resp.(*kmsg.AlterClientQuotasResponse)
+		for _, e := range r.Entries {
+			oe := kmsg.NewAlterClientQuotasResponseEntry()
+			oe.ErrorCode = code
+			for _, c := range e.Entity {
+				ee := kmsg.NewAlterClientQuotasResponseEntryEntity()
+				ee.Type, ee.Name = c.Type, c.Name
+				oe.Entity = append(oe.Entity, ee)
+			}
+			out.Entries = append(out.Entries, oe)
+		}
 	case *kmsg.ElectLeadersRequest:
 		resp.(*kmsg.ElectLeadersResponse).ErrorCode = code
 	}

@@ -38,6 +38,7 @@ import (
 	"github.com/strata-io/strata/internal/metrics"
 	"github.com/strata-io/strata/internal/producer"
 	"github.com/strata-io/strata/internal/quorum"
+	"github.com/strata-io/strata/internal/quota"
 	"github.com/strata-io/strata/internal/record"
 	"github.com/strata-io/strata/internal/replica"
 	"github.com/strata-io/strata/internal/storage"
@@ -145,7 +146,9 @@ type Broker struct {
 	// (ssl.principal.mapping.rules).
 	principalMapper *auth.PrincipalMapper
 	// authz caches the authorizer built from the image's ACLs (authz.go).
-	authz       atomic.Pointer[authzState]
+	authz atomic.Pointer[authzState]
+	// quotas measures clients' byte rates against their quotas.
+	quotas      *quota.Manager
 	advertised  config.Listener
 	interBroker config.Listener
 	zeroCopy    bool
@@ -195,6 +198,7 @@ func New(opts Options) (*Broker, error) {
 	b.stopping, b.stopWaiting = context.WithCancel(context.Background())
 	b.heartbeatCtx, b.stopHeartbeats = context.WithCancel(b.ctx)
 	b.versions = supportedVersions()
+	b.quotas = quota.NewManager(int(cfg.Int("quota.window.num")), time.Duration(cfg.Int("quota.window.size.seconds"))*time.Second)
 	b.metrics = metrics.New(stateCollector{b})
 	b.leaderQuota, b.followerQuota = replica.NewQuota(), replica.NewQuota()
 	b.fetchSessions = newFetchSessions(int(cfg.Int("max.incremental.fetch.session.cache.slots")))

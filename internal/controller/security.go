@@ -59,3 +59,25 @@ func (c *Controller) AlterAcls(ctx context.Context, add, remove []metadata.Acl) 
 	})
 	return err
 }
+
+// QuotaChange sets (Value set) or removes (nil) one quota value of an
+// entity: an op of AlterClientQuotas.
+type QuotaChange struct {
+	Key   string
+	Value *float64
+}
+
+// AlterClientQuotas applies one entity's changes as one metadata change.
+func (c *Controller) AlterClientQuotas(ctx context.Context, entity metadata.QuotaEntity, changes []QuotaChange, validateOnly bool) error {
+	_, err := c.propose(ctx, func(*metadata.Image) ([]metadata.Record, error) {
+		if validateOnly {
+			return nil, nil
+		}
+		records := make([]metadata.Record, 0, len(changes))
+		for _, ch := range changes {
+			records = append(records, metadata.Record{ClientQuota: &metadata.ClientQuotaRecord{Entity: entity, Key: ch.Key, Value: ch.Value}})
+		}
+		return records, nil
+	})
+	return err
+}

@@ -37,6 +37,13 @@ type Image struct {
 	// AclsVersion changes whenever Acls does, so that an authorizer built
 	// from them can tell it is current.
 	AclsVersion int64
+	// ClientQuotas are the client quota values by entity (quotas.go);
+	// QuotasVersion changes whenever they do.
+	ClientQuotas  map[QuotaEntity]map[string]float64
+	QuotasVersion int64
+	// quotasOwned is set inside Apply once ClientQuotas is this image's
+	// own copy.
+	quotasOwned bool
 
 	// copied is set only inside Apply: the topics it copied so far.
 	copied map[UUID]bool
@@ -151,6 +158,7 @@ func (img *Image) Apply(lastOffset int64, records ...Record) (*Image, error) {
 		}
 	}
 	next.copied = nil
+	next.quotasOwned = false
 	next.Offset = lastOffset
 	return &next, nil
 }
@@ -388,6 +396,7 @@ func (img *Image) Records() []Record {
 		out = append(out, Record{ProducerIDs: &ProducerIDsRecord{NodeID: -1, NextProducerID: img.NextProducerID}})
 	}
 	out = append(out, img.securityRecords()...)
+	out = append(out, img.quotaRecords()...)
 	return out
 }
 

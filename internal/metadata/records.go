@@ -41,6 +41,7 @@ type Record struct {
 	Cluster         *ClusterRecord
 	ScramCredential *ScramCredentialRecord
 	Acl             *AclRecord
+	ClientQuota     *ClientQuotaRecord
 }
 
 // ClusterRecord is the first record of a metadata log.
@@ -198,6 +199,8 @@ var recordTypes = []struct {
 		func(r *Record) any { r.ScramCredential = new(ScramCredentialRecord); return r.ScramCredential }},
 	{"acl", func(r *Record) (any, bool) { return r.Acl, r.Acl != nil },
 		func(r *Record) any { r.Acl = new(AclRecord); return r.Acl }},
+	{"clientQuota", func(r *Record) (any, bool) { return r.ClientQuota, r.ClientQuota != nil },
+		func(r *Record) any { r.ClientQuota = new(ClientQuotaRecord); return r.ClientQuota }},
 }
 
 // Encode returns the record's key (its type name) and value (JSON).

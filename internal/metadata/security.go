@@ -85,6 +85,8 @@ func (img *Image) applySecurity(r *Record) bool {
 			img.Acls[r.Acl.Acl] = struct{}{}
 		}
 		img.AclsVersion++
+	case r.ClientQuota != nil:
+		img.applyQuota(r.ClientQuota)
 	default:
 		return false
 	}

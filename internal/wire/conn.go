@@ -72,6 +72,9 @@ type Conn struct {
 	stopping atomic.Bool
 	// rawTokens makes the reader pass frames on as RawTokenKey requests.
 	rawTokens atomic.Bool
+	// mutedUntil (Unix nanoseconds) is when the reader may read the next
+	// request of a throttled client; see Throttle.
+	mutedUntil atomic.Int64
 
 	mu    sync.Mutex // guards value, and deadline changes against stopping
 	value any
@@ -129,6 +132,40 @@ func (c *Conn) SetMaxRequestSize(n int32) {
 // handling the request after which the mode changes: SaslHandshake v0,
 // and the last raw token of the exchange.
 func (c *Conn) SetRawTokens(on bool) { c.rawTokens.Store(on) }
+
+// Throttle mutes the connection for d: the reader reads no further
+// request until d has passed, as Kafka mutes a channel whose client is
+// over its quota (KIP-219: the response, carrying throttle_time_ms, is
+// sent at once; the client is expected to wait that long, and the broker
+// does not read what it sends meanwhile).
+func (c *Conn) Throttle(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	until := time.Now().Add(d).UnixNano()
+	for {
+		cur := c.mutedUntil.Load()
+		if cur >= until || c.mutedUntil.CompareAndSwap(cur, until) {
+			return
+		}
+	}
+}
+
+// waitMuted waits out a Throttle; false when the connection closed first.
+func (c *Conn) waitMuted() bool {
+	d := time.Until(time.Unix(0, c.mutedUntil.Load()))
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-c.ctx.Done():
+		return false
+	}
+}
 
 // RemoteAddr is the client's address.
 func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
@@ -245,6 +282,9 @@ func (c *Conn) handshake(tc *tls.Conn) bool {
 // shutting down, or the request was bad (logged here).
 func (c *Conn) readRequest() (*inflight, bool) {
 	s := c.server
+	if !c.waitMuted() {
+		return nil, false
+	}
 	for {
 		if c.stopping.Load() {
 			return nil, false

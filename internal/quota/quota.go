@@ -1,0 +1,135 @@
+// Package quota measures client byte rates and says how long to throttle
+// a client over its quota, as Kafka's ClientQuotaManager does: a rate over
+// quota.window.num windows of quota.window.size.seconds each, and a
+// throttle time that brings the rate back to the quota,
+// (rate - quota) / quota * the windows' span, at most that span.
+//
+// It is a state machine: callers pass the time; there are no goroutines,
+// timers or I/O. Which quota applies to a (user, client id) is resolved by
+// the caller (the broker, from the metadata image; see Resolve).
+package quota
+
+import (
+	"sync"
+	"time"
+)
+
+// Kafka's quota keys.
+const (
+	ProducerByteRate = "producer_byte_rate"
+	ConsumerByteRate = "consumer_byte_rate"
+)
+
+// Kafka's defaults for quota.window.num and quota.window.size.seconds.
+const (
+	DefaultWindows    = 11
+	DefaultWindowSize = time.Second
+)
+
+// Manager keeps one rate per quota key and entity. Safe for concurrent
+// use.
+type Manager struct {
+	windows    int
+	windowSize time.Duration
+
+	mu     sync.Mutex
+	rates  map[rateKey]*rate
+	sweeps int
+}
+
+type rateKey struct {
+	key, entity string
+}
+
+type rate struct {
+	starts []time.Time // window start times, a ring
+	bytes  []float64
+	cur    int
+	last   time.Time
+}
+
+// NewManager returns a manager with windows windows of size each.
+func NewManager(windows int, size time.Duration) *Manager {
+	if windows < 2 {
+		windows = 2
+	}
+	if size <= 0 {
+		size = DefaultWindowSize
+	}
+	return &Manager{windows: windows, windowSize: size, rates: map[rateKey]*rate{}}
+}
+
+// Record adds n bytes to the rate of key (ProducerByteRate or
+// ConsumerByteRate) for entity, whose quota is limit bytes a second, and
+// returns how long the client must be throttled: zero when the rate is
+// within the quota.
+func (m *Manager) Record(key, entity string, n int64, limit float64, now time.Time) time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := rateKey{key, entity}
+	r := m.rates[k]
+	if r == nil {
+		r = &rate{starts: make([]time.Time, m.windows), bytes: make([]float64, m.windows)}
+		r.starts[0] = now
+		m.rates[k] = r
+	}
+	m.advance(r, now)
+	r.bytes[r.cur] += float64(n)
+	r.last = now
+	m.sweep(now)
+	observed := m.value(r, now)
+	if limit <= 0 || observed <= limit {
+		return 0
+	}
+	span := time.Duration(m.windows) * m.windowSize
+	throttle := time.Duration((observed - limit) / limit * float64(span))
+	return min(throttle, span)
+}
+
+// advance moves r's current window forward to now, clearing the windows
+// it passes.
+func (m *Manager) advance(r *rate, now time.Time) {
+	for now.Sub(r.starts[r.cur]) >= m.windowSize {
+		next := r.starts[r.cur].Add(m.windowSize)
+		if now.Sub(next) >= time.Duration(m.windows)*m.windowSize {
+			next = now // idle for longer than all windows: start afresh
+			for i := range r.bytes {
+				r.bytes[i], r.starts[i] = 0, time.Time{}
+			}
+		}
+		r.cur = (r.cur + 1) % m.windows
+		r.starts[r.cur], r.bytes[r.cur] = next, 0
+	}
+}
+
+// value is the rate in bytes a second over the windows, over a span of at
+// least windows-1 windows, as Kafka's Rate measures it (so one burst at
+// the start does not look like a huge rate).
+func (m *Manager) value(r *rate, now time.Time) float64 {
+	var total float64
+	oldest := now
+	for i := range r.bytes {
+		if r.starts[i].IsZero() {
+			continue
+		}
+		total += r.bytes[i]
+		if r.starts[i].Before(oldest) {
+			oldest = r.starts[i]
+		}
+	}
+	elapsed := max(now.Sub(oldest), time.Duration(m.windows-1)*m.windowSize)
+	return total / elapsed.Seconds()
+}
+
+// sweep forgets, now and then, rates idle for longer than all windows.
+func (m *Manager) sweep(now time.Time) {
+	if m.sweeps++; m.sweeps < 1024 {
+		return
+	}
+	m.sweeps = 0
+	for k, r := range m.rates {
+		if now.Sub(r.last) > 2*time.Duration(m.windows)*m.windowSize {
+			delete(m.rates, k)
+		}
+	}
+}
