@@ -40,5 +40,6 @@ func rootCommand() *cobra.Command {
 	root.AddCommand(verifyCommand())
 	root.AddCommand(userCommand())
 	root.AddCommand(aclCommand())
+	root.AddCommand(quotaCommand())
 	return root
 }

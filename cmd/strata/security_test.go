@@ -90,3 +90,25 @@ func TestUserAndACLCommands(t *testing.T) {
 		t.Fatalf("a wrong password listed users: %s", r.stdout)
 	}
 }
+
+func TestQuotaCommands(t *testing.T) {
+	ok(t, "", "quota", "alter", "--client-id", "loader", "--set", "producer_byte_rate=1048576", "--set", "consumer_byte_rate=2097152", "--brokers", brokerAddr)
+	ok(t, "", "quota", "alter", "--user-default", "--set", "producer_byte_rate=4096", "--brokers", brokerAddr)
+	out := ok(t, "", "quota", "describe", "--brokers", brokerAddr)
+	for _, want := range []string{"client-id=loader", "producer_byte_rate", "1048576", "user=<default>", "4096"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("quota describe lacks %q:\n%s", want, out)
+		}
+	}
+	out = ok(t, "", "quota", "describe", "--client-id", "loader", "--brokers", brokerAddr)
+	if strings.Contains(out, "<default>") || !strings.Contains(out, "2097152") {
+		t.Fatalf("quota describe --client-id loader:\n%s", out)
+	}
+	ok(t, "", "quota", "alter", "--client-id", "loader", "--remove", "producer_byte_rate", "--remove", "consumer_byte_rate", "--brokers", brokerAddr)
+	ok(t, "", "quota", "alter", "--user-default", "--remove", "producer_byte_rate", "--brokers", brokerAddr)
+	if out := ok(t, "", "quota", "describe", "--brokers", brokerAddr); strings.Contains(out, "loader") {
+		t.Fatalf("removed quota still described:\n%s", out)
+	}
+	fails(t, "name an entity", "quota", "alter", "--set", "producer_byte_rate=1", "--brokers", brokerAddr)
+	fails(t, "want key=number", "quota", "alter", "--client-id", "x", "--set", "producer_byte_rate", "--brokers", brokerAddr)
+}
