@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -38,13 +40,14 @@ func init() {
 }
 
 // supportedMechanisms are the SASL mechanisms Strata implements.
-var supportedMechanisms = []string{auth.MechanismPlain, auth.MechanismScramSHA256, auth.MechanismScramSHA512}
+var supportedMechanisms = []string{auth.MechanismPlain, auth.MechanismScramSHA256, auth.MechanismScramSHA512, auth.MechanismOAuthBearer}
 
 // saslListener is what a SASL listener needs: the mechanisms it offers and
 // PLAIN's users.
 type saslListener struct {
 	mechanisms []string
 	plainUsers auth.PlainUsers
+	jwt        *auth.JWTValidator // OAUTHBEARER's
 }
 
 // configureSASL reads a SASL listener's mechanisms and PLAIN users.
@@ -70,6 +73,24 @@ func (b *Broker) configureSASL(l config.Listener) (*saslListener, error) {
 			return nil, fmt.Errorf("broker: listener %s: %w", l.Name, err)
 		}
 		sl.plainUsers = users
+	}
+	if slices.Contains(sl.mechanisms, auth.MechanismOAuthBearer) {
+		get := func(key string) string { return b.cfg.ListenerMechanismString(l.Name, auth.MechanismOAuthBearer, key) }
+		jwks := get("sasl.oauthbearer.jwks.endpoint.url")
+		if jwks == "" || strings.HasPrefix(jwks, "http") {
+			return nil, fmt.Errorf("broker: listener %s offers OAUTHBEARER: sasl.oauthbearer.jwks.endpoint.url must name a JWKS file (file:///path); Strata fetches no URL", l.Name)
+		}
+		skew, _ := strconv.Atoi(get("sasl.oauthbearer.clock.skew.seconds"))
+		sl.jwt = &auth.JWTValidator{
+			Path:      jwks,
+			Audience:  config.SplitList(get("sasl.oauthbearer.expected.audience")),
+			Issuer:    get("sasl.oauthbearer.expected.issuer"),
+			SubClaim:  get("sasl.oauthbearer.sub.claim.name"),
+			ClockSkew: time.Duration(skew) * time.Second,
+		}
+		if err := sl.jwt.Load(); err != nil {
+			return nil, fmt.Errorf("broker: listener %s: %w", l.Name, err)
+		}
 	}
 	return sl, nil
 }
@@ -137,6 +158,8 @@ func (b *Broker) handleSaslHandshake(_ context.Context, c *wire.Conn, req *wire.
 	switch r.Mechanism {
 	case auth.MechanismPlain:
 		s.exchange = auth.NewPlainServer(sl.plainUsers)
+	case auth.MechanismOAuthBearer:
+		s.exchange = auth.NewOAuthBearerServer(sl.jwt, b.now)
 	default:
 		m, _ := auth.ScramMechanismByName(r.Mechanism)
 		s.exchange = auth.NewScramServer(m, b.scramLookup)
