@@ -53,8 +53,31 @@ type faultCluster struct {
 
 func startFaultCluster(t *testing.T, sets ...string) *faultCluster {
 	t.Helper()
+	// A port freePort found free may be taken before the node binds it
+	// (by another listener on port 0, here or in another test): then
+	// start again on fresh ports.
+	for attempt := 1; ; attempt++ {
+		f, clash := tryStartFaultCluster(t, sets...)
+		if !clash {
+			f.waitBrokers(ids(len(f.nodes))...)
+			return f
+		}
+		for _, p := range f.nodes {
+			p.kill()
+		}
+		if attempt == 3 {
+			t.Fatal("three attempts at starting the cluster found a port taken")
+		}
+		t.Logf("a node's port was taken before it bound it; starting again on other ports")
+	}
+}
+
+// tryStartFaultCluster starts the nodes and waits until every node lists
+// three brokers (clash false) or a node failed to bind a port (clash true).
+func tryStartFaultCluster(t *testing.T, sets ...string) (f *faultCluster, clash bool) {
+	t.Helper()
 	const n = 3
-	f := &faultCluster{
+	f = &faultCluster{
 		meshCluster: &meshCluster{cluster: &cluster{t: t, nodes: map[int32]*process{}}, proxies: map[int32]map[int32]*tcpproxy.Proxy{}, admin: map[int32]string{}},
 		repl:        map[int32]*tcpproxy.Proxy{},
 	}
@@ -117,8 +140,37 @@ func startFaultCluster(t *testing.T, sets ...string) *faultCluster {
 		t.Cleanup(p.kill)
 		f.nodes[x] = p
 	}
-	f.waitBrokers(ids(n)...)
-	return f
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, p := range f.nodes {
+			if strings.Contains(p.logs.String(), "address already in use") {
+				return f, true
+			}
+		}
+		if ok, _ := f.brokersListed(ids(n)...); ok {
+			return f, false
+		}
+		<-time.After(100 * time.Millisecond)
+	}
+	return f, false // waitBrokers fails, with what it sees
+}
+
+// brokersListed reports whether every node in want lists exactly want.
+func (f *faultCluster) brokersListed(want ...int32) (bool, string) {
+	for _, id := range want {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		m, err := f.cluster.admin(id).BrokerMetadata(ctx)
+		cancel()
+		if err != nil {
+			return false, err.Error()
+		}
+		got := m.Brokers.NodeIDs()
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			return false, fmt.Sprintf("node %d lists %v", id, got)
+		}
+	}
+	return true, ""
 }
 
 // alive returns the nodes whose process runs and is not stopped.
