@@ -242,7 +242,7 @@ Exits 0 when healthy; otherwise prints why on one line and exits 1.`,
 			if rep.BrokerIDs == nil {
 				rep.BrokerIDs = []int32{}
 			}
-			rep.Partitions, rep.Problems = healthProblems(md, listMoves(ctx, cl, md))
+			rep.Partitions, rep.Problems = healthProblems(md, listMoves(ctx, cl, md.Topics))
 			if st.hasQuorum {
 				if st.quorumErr == nil {
 					rep.Voters = st.quorum.voterIDs()
@@ -311,11 +311,11 @@ func quorumProblems(q quorumView, err error, timeout time.Duration, now time.Tim
 	return problems
 }
 
-// listMoves returns the partitions of md being moved
+// listMoves returns the partitions of topics being moved
 // (ListPartitionReassignments), none when the brokers cannot tell.
-func listMoves(ctx context.Context, cl *kgo.Client, md kadm.Metadata) kadm.ListPartitionReassignmentsResponses {
+func listMoves(ctx context.Context, cl *kgo.Client, topics kadm.TopicDetails) kadm.ListPartitionReassignmentsResponses {
 	set := kadm.TopicsSet{}
-	for _, td := range md.Topics {
+	for _, td := range topics {
 		for p := range td.Partitions {
 			set.Add(td.Topic, p)
 		}

@@ -100,7 +100,12 @@ func TestTopicMove(t *testing.T) {
 		}
 		return topic, brokers
 	}
-	topicThrottles, brokerThrottles := throttles()
+	var topicThrottles map[string]string
+	var brokerThrottles map[int32]map[string]string
+	poll.UntilStatus(t, 30*time.Second, "every broker to know the throttles", func() (bool, string) {
+		topicThrottles, brokerThrottles = throttles()
+		return len(topicThrottles) == 2 && len(brokerThrottles) == 3, fmt.Sprintf("topic %v, brokers %v", topicThrottles, brokerThrottles)
+	})
 	wantLeaders := fmt.Sprintf("0:%d,0:%d", placed[0], placed[1])
 	if topicThrottles["leader.replication.throttled.replicas"] != wantLeaders ||
 		topicThrottles["follower.replication.throttled.replicas"] != fmt.Sprintf("0:%d", fresh) || len(brokerThrottles) != 3 ||
@@ -111,9 +116,11 @@ func TestTopicMove(t *testing.T) {
 		r := cli(t, "", "topic", "move", file, "--status", "--brokers", all)
 		return r.code == 0 && r.stdout == fmt.Sprintf("movable-0 done: replicas %s\nreplication throttles removed\n", ints(moved)), r.stdout + r.stderr
 	})
-	if topicThrottles, brokerThrottles = throttles(); len(topicThrottles) != 0 || len(brokerThrottles) != 0 {
-		t.Fatalf("throttles left once the move is done: topic %v, brokers %v", topicThrottles, brokerThrottles)
-	}
+	// Gone, once every broker's metadata has the change.
+	poll.UntilStatus(t, 30*time.Second, "the throttles to be removed", func() (bool, string) {
+		topicThrottles, brokerThrottles = throttles()
+		return len(topicThrottles) == 0 && len(brokerThrottles) == 0, fmt.Sprintf("topic %v, brokers %v", topicThrottles, brokerThrottles)
+	})
 	fails(t, "--throttle takes a rate above 0", "topic", "move", file, "--throttle", "0", "--brokers", all)
 	desc = okJSON[[]topicDescription](t, "", "topic", "describe", "movable", "--brokers", all)
 	if p := desc[0].Partitions[0]; fmt.Sprint(p.Replicas) != fmt.Sprint(moved) || len(p.ISR) != 2 {
@@ -141,6 +148,14 @@ func TestTopicMove(t *testing.T) {
 	}
 	if out := ok(t, "", "topic", "move", "--status", "--brokers", via); !strings.HasPrefix(out, "movable-0 in progress: replicas [") {
 		t.Fatalf("status of every move: %q", out)
+	}
+	// describe shows the move as kafka-topics.sh --describe does.
+	if d := okJSON[[]topicDescription](t, "", "topic", "describe", "movable", "--brokers", via); fmt.Sprint(d[0].Partitions[0].AddingReplicas) != fmt.Sprint([]int32{gone}) ||
+		fmt.Sprint(d[0].Partitions[0].RemovingReplicas) != fmt.Sprint([]int32{placed[0]}) {
+		t.Fatalf("describe while moving: %+v", d[0].Partitions[0])
+	}
+	if out := ok(t, "", "topic", "describe", "movable", "--brokers", via); !strings.Contains(out, "ADDING") || !strings.Contains(out, "REMOVING") {
+		t.Fatalf("describe while moving:\n%s", out)
 	}
 	if out := ok(t, stuck, "topic", "move", "-", "--cancel", "--brokers", via); out != "cancelled the move of movable-0\n" {
 		t.Fatalf("cancel: %q", out)

@@ -228,9 +228,13 @@ type partitionInfo struct {
 	// OfflineReplicas are the replicas on brokers that are fenced or
 	// gone (Metadata's OfflineReplicas).
 	OfflineReplicas []int32 `json:"offline_replicas"`
-	LogStart        int64   `json:"log_start_offset"`
-	HighWatermark   int64   `json:"high_watermark"`
-	Error           string  `json:"error,omitempty"`
+	// AddingReplicas and RemovingReplicas are a move in progress
+	// (ListPartitionReassignments), omitted when there is none.
+	AddingReplicas   []int32 `json:"adding_replicas,omitempty"`
+	RemovingReplicas []int32 `json:"removing_replicas,omitempty"`
+	LogStart         int64   `json:"log_start_offset"`
+	HighWatermark    int64   `json:"high_watermark"`
+	Error            string  `json:"error,omitempty"`
 }
 
 // configInfo is one config that is not at its default.
@@ -312,6 +316,7 @@ func describeTopics(ctx context.Context, o *clientOptions, adm *kadm.Client, cl 
 		return nil, o.requestError("describing topic configs", err)
 	}
 	elrs := eligibleLeaders(ctx, cl, topics)
+	moves := listMoves(ctx, cl, md)
 	var out []topicDescription
 	for _, t := range topics {
 		td := md[t]
@@ -326,6 +331,9 @@ func describeTopics(ctx context.Context, o *clientOptions, adm *kadm.Client, cl 
 			}
 			if p.Err != nil {
 				pi.Error = kafkaError(p.Err)
+			}
+			if m, ok := moves[t][p.Partition]; ok {
+				pi.AddingReplicas, pi.RemovingReplicas = orEmpty(m.AddingReplicas), orEmpty(m.RemovingReplicas)
 			}
 			if e, ok := elrs[topicPartition{t, p.Partition}]; ok {
 				pi.ELR, pi.LastKnownELR = orEmpty(e.EligibleLeaderReplicas), orEmpty(e.LastKnownELR)
@@ -420,7 +428,11 @@ func printTopicDescription(w io.Writer, d topicDescription) error {
 	}
 	fmt.Fprintln(w)
 	withErrors := slices.ContainsFunc(d.Partitions, func(p partitionInfo) bool { return p.Error != "" })
+	moving := slices.ContainsFunc(d.Partitions, func(p partitionInfo) bool { return p.AddingReplicas != nil || p.RemovingReplicas != nil })
 	header := []string{"PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "ELR", "LAST-KNOWN-ELR", "OFFLINE", "LOG-START", "HIGH-WATERMARK"}
+	if moving {
+		header = append(header, "ADDING", "REMOVING")
+	}
 	if withErrors {
 		header = append(header, "ERROR")
 	}
@@ -428,6 +440,9 @@ func printTopicDescription(w io.Writer, d topicDescription) error {
 	for _, p := range d.Partitions {
 		row := []any{p.Partition, leaderString(p.Leader), p.LeaderEpoch, ints(p.Replicas), ints(p.ISR), ints(p.ELR), ints(p.LastKnownELR), ints(p.OfflineReplicas),
 			offsetString(p.LogStart), offsetString(p.HighWatermark)}
+		if moving {
+			row = append(row, ints(orEmpty(p.AddingReplicas)), ints(orEmpty(p.RemovingReplicas)))
+		}
 		if withErrors {
 			row = append(row, p.Error)
 		}
