@@ -285,13 +285,16 @@ func TestClassicSessionExpiry(t *testing.T) {
 	// The leader goes too: the next generation is Empty and persisted.
 	h.clock.Advance(11 * time.Second)
 	h.eventually("group to become empty", func() bool { return h.classicState("g") == "Empty" })
-	h.idle()
-	recs := h.partitionOf("g").records(t)
+	// The state changes before the record is written: wait for the
+	// record rather than for the write queue, which the write being
+	// appended has already left.
 	var v kmsg.GroupMetadataValue
-	if err := v.ReadFrom(recs[len(recs)-1].value); err != nil {
-		t.Fatal(err)
-	}
-	if v.Generation != 3 || len(v.Members) != 0 || v.Protocol != nil {
+	h.eventually("generation 3 written", func() bool {
+		recs := h.partitionOf("g").records(t)
+		v = kmsg.GroupMetadataValue{}
+		return len(recs) > 0 && v.ReadFrom(recs[len(recs)-1].value) == nil && v.Generation == 3
+	})
+	if len(v.Members) != 0 || v.Protocol != nil {
 		t.Fatalf("empty generation record %+v", v)
 	}
 }
