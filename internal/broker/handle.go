@@ -51,6 +51,10 @@ func (b *Broker) Handle(ctx context.Context, c *wire.Conn, req *wire.Request) wi
 		b.logger.Info("refusing connection", "remote", c.RemoteAddr(), "listener", c.Listener(), "err", err)
 		return wire.Response{NoResponse: true, Close: true}
 	}
+	if b.sessionExpired(s, req.Key) {
+		b.logger.Info("closing connection: SASL session expired without re-authentication", "remote", c.RemoteAddr(), "principal", s.principal, "listener", c.Listener())
+		return wire.Response{NoResponse: true, Close: true}
+	}
 	if s.saslPending {
 		if !preAuthAllowed(req.Key) {
 			// Kafka's SaslServerAuthenticator: an unexpected request

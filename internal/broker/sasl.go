@@ -32,8 +32,12 @@ import (
 // SASL_AUTHENTICATION_FAILED (v1 handshakes; a v0 exchange has no way to
 // say so) after connection.failed.authentication.delay.ms and closes the
 // connection; it is logged with the user name and the client's address.
-// Re-authentication (KIP-368) is not implemented: SessionLifetimeMillis
-// is 0, so clients never re-authenticate.
+// With connections.max.reauth.ms set, a session lasts that long
+// (KIP-368): SaslAuthenticate v1+ tells the client (SessionLifetimeMillis),
+// the client runs SaslHandshake and SaslAuthenticate again on the same
+// connection before then, with the same mechanism and as the same
+// principal, and a connection whose session expired is closed at its next
+// request.
 func init() {
 	register(kmsg.SASLHandshake.Int16(), 0, 1, (*Broker).handleSaslHandshake)
 	register(kmsg.SASLAuthenticate.Int16(), 0, 2, (*Broker).handleSaslAuthenticate)
@@ -142,13 +146,20 @@ func (b *Broker) handleSaslHandshake(_ context.Context, c *wire.Conn, req *wire.
 	r := req.Body.(*kmsg.SASLHandshakeRequest)
 	resp := r.ResponseKind().(*kmsg.SASLHandshakeResponse)
 	s, _ := b.sessionOf(c)
-	if !s.saslPending || s.exchange != nil {
+	reauth := !s.saslPending && s.listener != nil && s.listener.sasl != nil && b.reauthLifetime() > 0 && r.Version >= 1
+	if (!s.saslPending && !reauth) || s.exchange != nil {
 		// Not a SASL listener, or a second handshake.
 		resp.ErrorCode = kerr.IllegalSaslState.Code
-		return wire.Response{Body: resp, Close: s.saslPending}
+		return wire.Response{Body: resp, Close: s.saslPending || reauth}
 	}
 	sl := s.listener.sasl
 	resp.SupportedMechanisms = sl.mechanisms
+	if reauth && r.Mechanism != s.mechanism {
+		resp.ErrorCode = kerr.IllegalSaslState.Code
+		b.logger.Info("failed re-authentication: another mechanism", "remote", c.RemoteAddr(), "principal", s.principal, "mechanism", r.Mechanism, "was", s.mechanism)
+		return wire.Response{Body: resp, Close: true}
+	}
+	s.reauthenticating = reauth
 	if !slices.Contains(sl.mechanisms, r.Mechanism) {
 		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
 		b.logger.Info("failed authentication: unsupported SASL mechanism", "remote", c.RemoteAddr(), "listener", c.Listener(), "mechanism", r.Mechanism)
@@ -184,7 +195,7 @@ func (b *Broker) handleSaslAuthenticate(ctx context.Context, c *wire.Conn, req *
 	r := req.Body.(*kmsg.SASLAuthenticateRequest)
 	resp := r.ResponseKind().(*kmsg.SASLAuthenticateResponse)
 	s, _ := b.sessionOf(c)
-	if !s.saslPending || s.exchange == nil || s.rawTokens {
+	if (!s.saslPending && !s.reauthenticating) || s.exchange == nil || s.rawTokens {
 		resp.ErrorCode = kerr.IllegalSaslState.Code
 		msg := "SaslAuthenticate outside a SASL exchange"
 		resp.ErrorMessage = &msg
@@ -199,7 +210,14 @@ func (b *Broker) handleSaslAuthenticate(ctx context.Context, c *wire.Conn, req *
 	}
 	resp.SASLAuthBytes = reply
 	if done {
+		if s.reauthenticating && s.exchange.Principal() != s.principal {
+			resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
+			msg := "re-authentication as another principal"
+			resp.ErrorMessage = &msg
+			return b.failAuthentication(ctx, c, s, fmt.Errorf("%w: re-authenticated as %v, was %v", auth.ErrAuthenticationFailed, s.exchange.Principal(), s.principal), wire.Response{Body: resp, Close: true})
+		}
 		b.authenticated(c, s)
+		resp.SessionLifetimeMillis = b.reauthLifetime().Milliseconds()
 	}
 	return respond(resp)
 }
@@ -221,9 +239,27 @@ func (b *Broker) handleRawToken(ctx context.Context, c *wire.Conn, s *session, t
 // authenticated ends a connection's SASL exchange successfully.
 func (b *Broker) authenticated(c *wire.Conn, s *session) {
 	s.principal = s.exchange.Principal()
-	s.saslPending, s.exchange = false, nil
+	s.saslPending, s.exchange, s.reauthenticating = false, nil, false
+	if d := b.reauthLifetime(); d > 0 {
+		s.expires = b.now().Add(d)
+	}
 	c.SetMaxRequestSize(int32(b.cfg.Int("socket.request.max.bytes")))
 	b.logger.Debug("authenticated", "principal", s.principal, "mechanism", s.mechanism, "remote", c.RemoteAddr(), "listener", c.Listener())
+}
+
+// reauthLifetime is connections.max.reauth.ms; 0 when sessions do not
+// expire.
+func (b *Broker) reauthLifetime() time.Duration {
+	return time.Duration(b.cfg.Int("connections.max.reauth.ms")) * time.Millisecond
+}
+
+// sessionExpired reports a SASL session past its lifetime that has not
+// re-authenticated; its connection is closed (KIP-368).
+func (b *Broker) sessionExpired(s *session, key int16) bool {
+	if s.expires.IsZero() || s.reauthenticating || !b.now().After(s.expires) {
+		return false
+	}
+	return key != kmsg.SASLHandshake.Int16() && key != kmsg.SASLAuthenticate.Int16()
 }
 
 // failAuthentication logs a failed authentication and holds its answer

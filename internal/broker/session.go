@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/strata-io/strata/internal/auth"
 	"github.com/strata-io/strata/internal/wire"
@@ -22,6 +23,10 @@ type session struct {
 	mechanism   string
 	exchange    auth.ServerExchange
 	rawTokens   bool
+	// reauthenticating is set during a KIP-368 re-authentication;
+	// expires is when the session ends without one (zero: never).
+	reauthenticating bool
+	expires          time.Time
 }
 
 // sessionOf returns the connection's session, making it at its first

@@ -147,6 +147,8 @@ var ServerKeys = []Key{
 		Doc: "The token claim that is the principal's name."},
 	{Name: "sasl.oauthbearer.clock.skew.seconds", Type: TypeInt, Default: "30", Min: 0, Max: maxInt32,
 		Doc: "The clock difference allowed when checking a token's exp, nbf and iat."},
+	{Name: "connections.max.reauth.ms", Type: TypeLong, Default: "0", Min: 0, Max: maxInt64,
+		Doc: "How long a SASL session lasts before the client must re-authenticate on its connection (KIP-368); 0 never."},
 	{Name: "sasl.server.max.receive.size", Type: TypeInt, Default: "524288", Min: 8, Max: maxInt32,
 		Doc: "The largest request frame a SASL listener accepts before the client has authenticated."},
 	{Name: "connection.failed.authentication.delay.ms", Type: TypeInt, Default: "100", Min: 0, Max: maxInt32,
