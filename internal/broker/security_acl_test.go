@@ -149,6 +149,16 @@ func firstCode(resp kmsg.Response) int16 {
 		}
 	case *kmsg.DescribeLogDirsResponse:
 		codes = append(codes, r.ErrorCode)
+	case *kmsg.TxnOffsetCommitResponse:
+		for _, t := range r.Topics {
+			for _, p := range t.Partitions {
+				codes = append(codes, p.ErrorCode)
+			}
+		}
+	case *kmsg.DescribeTopicPartitionsResponse:
+		for _, t := range r.Topics {
+			codes = append(codes, t.ErrorCode)
+		}
 	case *kmsg.OffsetForLeaderEpochResponse:
 		for _, t := range r.Topics {
 			for _, p := range t.Partitions {
@@ -390,6 +400,27 @@ func TestACLMatrix(t *testing.T) {
 		{"DescribeLogDirs", clusterACL(kadm.OpDescribe), func() kmsg.Request {
 			return kmsg.NewPtrDescribeLogDirsRequest()
 		}, kerr.ClusterAuthorizationFailed, true},
+		{"TxnOffsetCommit", func(b *kadm.ACLBuilder) *kadm.ACLBuilder {
+			// WRITE on the id, READ on the group and topic: ALL covers them.
+			return b.TransactionalIDs("tx-o").Groups("g").Topics("t").Operations(kadm.OpAll)
+		}, func() kmsg.Request {
+			r := kmsg.NewPtrTxnOffsetCommitRequest()
+			r.TransactionalID, r.Group, r.ProducerID, r.ProducerEpoch, r.Generation = "tx-o", "g", 1, 0, -1
+			ot := kmsg.NewTxnOffsetCommitRequestTopic()
+			ot.Topic = "t"
+			op := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+			op.Offset = 1
+			ot.Partitions = append(ot.Partitions, op)
+			r.Topics = append(r.Topics, ot)
+			return r
+		}, kerr.TransactionalIDAuthorizationFailed, true},
+		{"DescribeTopicPartitions", topicACL("t", kadm.OpDescribe), func() kmsg.Request {
+			r := kmsg.NewPtrDescribeTopicPartitionsRequest()
+			dt := kmsg.NewDescribeTopicPartitionsRequestTopic()
+			dt.Topic = "t"
+			r.Topics, r.ResponsePartitionLimit = append(r.Topics, dt), 100
+			return r
+		}, kerr.TopicAuthorizationFailed, true},
 	}
 	for i, tc := range rows {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,126 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-io/strata/internal/auth"
+	"github.com/strata-io/strata/internal/wire"
+)
+
+// Authorization rules of the transaction admin APIs and
+// DescribeTopicPartitions, as KafkaApis has them (see authz.go).
+func init() {
+	authzRules[kmsg.TxnOffsetCommit.Int16()] = authorizeTxnOffsetCommit
+	authzRules[kmsg.DescribeTransactions.Int16()] = authorizeDescribeTransactions
+	authzRules[kmsg.ListTransactions.Int16()] = authorizeListTransactions
+	authzRules[kmsg.DescribeTopicPartitions.Int16()] = authorizeDescribeTopicPartitions
+}
+
+// authorizeTxnOffsetCommit: WRITE on the transactional id, READ on the
+// group and on each topic.
+func authorizeTxnOffsetCommit(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+	r := req.Body.(*kmsg.TxnOffsetCommitRequest)
+	code := int16(0)
+	switch {
+	case !a.can(auth.OpWrite, auth.ResourceTransactionalID, r.TransactionalID):
+		code = txnDenied
+	case !a.group(auth.OpRead, r.Group):
+		code = groupDenied
+	default:
+		for _, t := range r.Topics {
+			if !a.topic(auth.OpRead, t.Topic) {
+				code = topicDenied
+			}
+		}
+	}
+	if code == 0 {
+		return next(b, ctx, c, req)
+	}
+	resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+	resp.SetVersion(req.Version)
+	for _, t := range r.Topics {
+		rt := kmsg.NewTxnOffsetCommitResponseTopic()
+		rt.Topic, rt.TopicID = t.Topic, t.TopicID
+		for _, p := range t.Partitions {
+			rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return respond(resp)
+}
+
+// authorizeDescribeTransactions: DESCRIBE on each transactional id.
+func authorizeDescribeTransactions(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+	r := req.Body.(*kmsg.DescribeTransactionsRequest)
+	denied, kept := splitNames(r.TransactionalIDs, func(id string) bool {
+		return a.can(auth.OpDescribe, auth.ResourceTransactionalID, id)
+	})
+	r.TransactionalIDs = kept
+	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) {
+		resp := body.(*kmsg.DescribeTransactionsResponse)
+		for _, id := range denied {
+			st := kmsg.NewDescribeTransactionsResponseTransactionState()
+			st.TransactionalID, st.ErrorCode, st.ProducerID, st.ProducerEpoch = id, txnDenied, -1, -1
+			resp.TransactionStates = append(resp.TransactionStates, st)
+		}
+	})
+}
+
+// authorizeListTransactions leaves out the transactions the principal may
+// not DESCRIBE.
+func authorizeListTransactions(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) {
+		resp := body.(*kmsg.ListTransactionsResponse)
+		kept := resp.TransactionStates[:0]
+		for _, st := range resp.TransactionStates {
+			if a.can(auth.OpDescribe, auth.ResourceTransactionalID, st.TransactionalID) {
+				kept = append(kept, st)
+			}
+		}
+		resp.TransactionStates = kept
+	})
+}
+
+// authorizeDescribeTopicPartitions: DESCRIBE on each topic, answered
+// TOPIC_AUTHORIZATION_FAILED whether it exists or not.
+func authorizeDescribeTopicPartitions(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+	r := req.Body.(*kmsg.DescribeTopicPartitionsRequest)
+	if len(r.Topics) == 0 {
+		return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) {
+			resp := body.(*kmsg.DescribeTopicPartitionsResponse)
+			kept := resp.Topics[:0]
+			for _, t := range resp.Topics {
+				if t.Topic != nil && a.topic(auth.OpDescribe, *t.Topic) {
+					kept = append(kept, t)
+				}
+			}
+			resp.Topics = kept
+		})
+	}
+	var denied []string
+	kept := r.Topics[:0:0]
+	for _, t := range r.Topics {
+		if a.topic(auth.OpDescribe, t.Topic) {
+			kept = append(kept, t)
+		} else {
+			denied = append(denied, t.Topic)
+		}
+	}
+	if len(denied) == 0 {
+		return next(b, ctx, c, req)
+	}
+	r.Topics = kept
+	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) {
+		resp := body.(*kmsg.DescribeTopicPartitionsResponse)
+		for _, n := range denied {
+			t := kmsg.NewDescribeTopicPartitionsResponseTopic()
+			name := n
+			t.Topic, t.ErrorCode = &name, topicDenied
+			resp.Topics = append(resp.Topics, t)
+		}
+	})
+}
