@@ -60,15 +60,14 @@ func (b *Broker) handleProduce(ctx context.Context, _ *wire.Conn, req *wire.Requ
 	r := req.Body.(*kmsg.ProduceRequest)
 	img := b.image.Load()
 	if v := b.needsTxnVerification(img, r); v != nil {
-		// Deferred: the coordinator may be another broker.
-		return wire.Response{Deferred: func() wire.Response {
-			refused := b.verifyTxn(ctx, *r.TransactionID, v)
-			res := b.produce(ctx, r, b.image.Load(), refused)
-			if res.Deferred != nil {
-				return res.Deferred()
-			}
-			return res
-		}}
+		// On the connection's reader, not deferred: the requests of a
+		// connection must append in order (a producer pipelines its
+		// batches), and only the first batch of a transaction on a
+		// partition waits for this.
+		vctx, cancel := context.WithTimeout(ctx, txnVerifyTimeout)
+		refused := b.verifyTxn(vctx, *r.TransactionID, v)
+		cancel()
+		return b.produce(ctx, r, b.image.Load(), refused)
 	}
 	return b.produce(ctx, r, img, nil)
 }

@@ -2,6 +2,8 @@ package broker
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -59,5 +61,84 @@ func BenchmarkTransactionalProduce(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "records/s")
 		})
+	}
+}
+
+// BenchmarkReadCommittedLag measures how far behind a read_committed
+// consumer trails a transactional producer writing 10,000 records/s in
+// transactions of 1,000 (ten commits a second), beside a read_uncommitted
+// consumer of the same records: the time from a record's timestamp to its
+// delivery, p50 and p99, over three seconds of traffic per iteration.
+//
+//	go test ./internal/broker -run XXX -bench 'ReadCommittedLag$' -benchtime 1x
+func BenchmarkReadCommittedLag(b *testing.B) {
+	const (
+		rate     = 10000
+		perTxn   = 1000
+		duration = 3 * time.Second
+	)
+	tb := startBroker(b, map[string]string{"transaction.state.log.num.partitions": "3"})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	for i := range b.N {
+		topic := fmt.Sprintf("lag-%d", i)
+		createTopic(b, newAdmin(b, tb.Addr()), topic, 1, nil)
+		prod := newClient(b, tb.Addr(), kgo.TransactionalID("lag"), kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(0))
+		type lags struct{ ms []float64 }
+		consume := func(level kgo.IsolationLevel, n int, out *lags, done chan<- struct{}) {
+			cl := newClient(b, tb.Addr(), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+				kgo.FetchIsolationLevel(level), kgo.FetchMaxWait(50*time.Millisecond))
+			defer close(done)
+			for len(out.ms) < n && ctx.Err() == nil {
+				cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+					out.ms = append(out.ms, float64(time.Since(r.Timestamp).Microseconds())/1000)
+				})
+			}
+		}
+		total := int(rate * duration / time.Second)
+		var committed, uncommitted lags
+		cdone, udone := make(chan struct{}), make(chan struct{})
+		go consume(kgo.ReadCommitted(), total, &committed, cdone)
+		go consume(kgo.ReadUncommitted(), total, &uncommitted, udone)
+		start := time.Now()
+		for sent := 0; sent < total; {
+			if err := prod.BeginTransaction(); err != nil {
+				b.Fatal(err)
+			}
+			for range perTxn {
+				// Paced: record i goes at start + i/rate.
+				if d := time.Until(start.Add(time.Duration(sent) * time.Second / rate)); d > 0 {
+					time.Sleep(d)
+				}
+				prod.Produce(ctx, &kgo.Record{Value: make([]byte, 100)}, nil)
+				sent++
+			}
+			if err := prod.Flush(ctx); err != nil {
+				b.Fatal(err)
+			}
+			if err := prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
+				b.Fatal(err)
+			}
+		}
+		select {
+		case <-cdone:
+		case <-time.After(20 * time.Second):
+			rp, _ := tb.partition(topic, 0)
+			md, _ := tb.txns.Describe("lag")
+			b.Fatalf("read_committed consumer stuck at %d of %d; last stable offset %d, high watermark %d; %+v", len(committed.ms), total, rp.LastStableOffset(), rp.HighWatermark(), md)
+		}
+		<-udone
+		pct := func(v []float64, p float64) float64 {
+			if len(v) == 0 {
+				return -1
+			}
+			slices.Sort(v)
+			return v[min(len(v)-1, int(p*float64(len(v))))]
+		}
+		b.ReportMetric(pct(committed.ms, 0.5), "committed-p50-ms")
+		b.ReportMetric(pct(committed.ms, 0.99), "committed-p99-ms")
+		b.ReportMetric(pct(uncommitted.ms, 0.5), "uncommitted-p50-ms")
+		b.ReportMetric(pct(uncommitted.ms, 0.99), "uncommitted-p99-ms")
+		prod.Close()
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -25,6 +26,9 @@ import (
 // The check and the append are not atomic: a marker landing between them
 // is not caught (Kafka closes that window with a verification guard that
 // markers clear).
+
+// txnVerifyTimeout bounds a verification.
+const txnVerifyTimeout = 10 * time.Second
 
 // txnVerification is one produce request's partitions that need it.
 type txnVerification struct {
