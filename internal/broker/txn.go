@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-io/strata/internal/config"
@@ -74,7 +75,7 @@ func txnConfig(cfg *config.Server) txn.Config {
 
 // newTxnCoordinator makes the broker's transaction coordinator.
 func (b *Broker) newTxnCoordinator(cfg txn.Config) *txn.Coordinator {
-	b.txnMarkers = &markerWriter{b: b, clients: map[int32]*wire.Client{}}
+	b.txnMarkers = &markerWriter{b: b, clients: map[int32]*interBrokerClient{}}
 	return txn.NewCoordinator(cfg, txn.Deps{
 		Logger: b.logger.With("component", "txn"),
 		Now:    b.now,
@@ -345,7 +346,7 @@ type markerWriter struct {
 	b *Broker
 
 	mu      sync.Mutex
-	clients map[int32]*wire.Client
+	clients map[int32]*interBrokerClient
 }
 
 // WriteMarkers implements txn.MarkerWriter. A partition whose topic is
@@ -428,9 +429,22 @@ func (w *markerWriter) send(ctx context.Context, leader int32, m kmsg.WriteTxnMa
 	return errors.Join(errs...)
 }
 
+// interBrokerClient is a client of one other broker on the inter-broker
+// listener, with its TLS and SASL (interBrokerOpts), as the replica
+// fetchers connect.
+type interBrokerClient struct {
+	addr string
+	cl   leaderClient
+}
+
+// Request sends req to the broker, at the highest version both support.
+func (c *interBrokerClient) Request(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	return c.cl.Request(ctx, req)
+}
+
 // client returns the inter-broker client of a broker, made for its
 // current endpoint on the inter-broker listener.
-func (w *markerWriter) client(id int32) (*wire.Client, error) {
+func (w *markerWriter) client(id int32) (*interBrokerClient, error) {
 	br := w.b.image.Load().Brokers[id]
 	if br == nil {
 		return nil, fmt.Errorf("%w: broker %d is not registered", kerr.BrokerNotAvailable, id)
@@ -439,12 +453,21 @@ func (w *markerWriter) client(id int32) (*wire.Client, error) {
 	addr := net.JoinHostPort(ep.Host, strconv.Itoa(int(ep.Port)))
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if c := w.clients[id]; c != nil && c.Addr() == addr {
+	if c := w.clients[id]; c != nil && c.addr == addr {
 		return c, nil
 	} else if c != nil {
-		c.Close()
+		c.cl.Close()
 	}
-	c := wire.NewClient(addr, "strata-txn-markers-"+itoa(w.b.nodeID))
+	opts, err := w.b.interBrokerOpts()
+	if err != nil {
+		return nil, err
+	}
+	opts = append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.ClientID("strata-txn-" + itoa(w.b.nodeID))}, opts...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, err
+	}
+	c := &interBrokerClient{addr: addr, cl: leaderClient{cl}}
 	w.clients[id] = c
 	return c, nil
 }
@@ -454,7 +477,7 @@ func (w *markerWriter) close() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for id, c := range w.clients {
-		c.Close()
+		c.cl.Close()
 		delete(w.clients, id)
 	}
 }
