@@ -191,6 +191,30 @@ func (az *Authorizer) Len() int { return az.count }
 // IsSuperUser reports whether p is in super.users.
 func (az *Authorizer) IsSuperUser(p Principal) bool { return az.superUsers[p.String()] }
 
+// Subject is a principal prepared for many checks: its Type:Name and
+// Type:* strings made once.
+type Subject struct {
+	principal, wildcard string
+	super               bool
+}
+
+// Super reports whether the subject is a super user.
+func (s Subject) Super() bool { return s.super }
+
+// Subject prepares p for Check.
+func (az *Authorizer) Subject(p Principal) Subject {
+	s := p.String()
+	return Subject{principal: s, wildcard: p.Type + ":" + Wildcard, super: az.superUsers[s]}
+}
+
+// Check is Authorize for a prepared subject.
+func (az *Authorizer) Check(s Subject, host string, op int8, resourceType int8, name string) bool {
+	if s.super {
+		return true
+	}
+	return az.check(s.principal, s.wildcard, host, op, resourceType, name)
+}
+
 // AllowsAny reports whether p may perform op on some resource of the type:
 // an ALLOW for it (or an implying operation) exists that no wildcard DENY
 // overrides. It is Kafka's authorizeByResourceType, used for KIP-679's
@@ -228,15 +252,14 @@ func (az *Authorizer) AllowsAny(p Principal, host string, op int8, resourceType 
 // Authorize reports whether principal p, connecting from host, may
 // perform op on the resource.
 func (az *Authorizer) Authorize(p Principal, host string, op int8, resourceType int8, name string) bool {
-	if az.superUsers[p.String()] {
-		return true
-	}
+	return az.Check(az.Subject(p), host, op, resourceType, name)
+}
+
+func (az *Authorizer) check(principal, wildcardPrincipal, host string, op int8, resourceType int8, name string) bool {
 	t := az.byType[resourceType]
 	if t == nil {
 		return az.allowIfNoAclsFound
 	}
-	principal := p.String()
-	wildcardPrincipal := p.Type + ":" + Wildcard
 	found, allowed := false, false
 	check := func(acls []Acl) bool { // returns true on a matching DENY
 		for i := range acls {

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"net"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -36,7 +35,7 @@ type authzState struct {
 // authorizerNow returns the authorizer for the current image, nil when
 // authorization is off.
 func (b *Broker) authorizerNow() *auth.Authorizer {
-	if b.cfg.String("authorizer.class.name") == "" {
+	if !b.authzOn {
 		return nil
 	}
 	img := b.image.Load()
@@ -71,16 +70,19 @@ func splitSuperUsers(s string) []string {
 // access is one request's principal and address, checked against the
 // authorizer.
 type access struct {
-	az   *auth.Authorizer
-	p    auth.Principal
-	host string
-	img  *metadata.Image
+	az      *auth.Authorizer
+	p       auth.Principal
+	subject auth.Subject
+	host    string
+	img     *metadata.Image
 }
 
-func (a *access) can(op, rt int8, name string) bool { return a.az.Authorize(a.p, a.host, op, rt, name) }
-func (a *access) cluster(op int8) bool              { return a.can(op, auth.ResourceCluster, auth.ClusterName) }
-func (a *access) topic(op int8, name string) bool   { return a.can(op, auth.ResourceTopic, name) }
-func (a *access) group(op int8, name string) bool   { return a.can(op, auth.ResourceGroup, name) }
+func (a *access) can(op, rt int8, name string) bool {
+	return a.az.Check(a.subject, a.host, op, rt, name)
+}
+func (a *access) cluster(op int8) bool            { return a.can(op, auth.ResourceCluster, auth.ClusterName) }
+func (a *access) topic(op int8, name string) bool { return a.can(op, auth.ResourceTopic, name) }
+func (a *access) group(op int8, name string) bool { return a.can(op, auth.ResourceGroup, name) }
 
 // authzRule authorizes one API's request; next is its handler.
 type authzRule func(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response
@@ -139,7 +141,11 @@ func init() {
 // principal is not a super user.
 func (b *Broker) authorize(ctx context.Context, c *wire.Conn, s *session, req *wire.Request, next handler) wire.Response {
 	az := b.authorizerNow()
-	if az == nil || az.IsSuperUser(s.principal) {
+	if az == nil {
+		return next(b, ctx, c, req)
+	}
+	subject := az.Subject(s.principal)
+	if subject.Super() {
 		return next(b, ctx, c, req)
 	}
 	rule, ok := authzRules[req.Key]
@@ -147,11 +153,7 @@ func (b *Broker) authorize(ctx context.Context, c *wire.Conn, s *session, req *w
 		b.logger.Info("closing connection: no authorization rule for the API", "api", apiName(req.Key), "principal", s.principal, "remote", c.RemoteAddr())
 		return wire.Response{NoResponse: true, Close: true}
 	}
-	host := ""
-	if addr, ok := c.RemoteAddr().(*net.TCPAddr); ok {
-		host = addr.IP.String()
-	}
-	return rule(b, &access{az: az, p: s.principal, host: host, img: b.image.Load()}, ctx, c, req, next)
+	return rule(b, &access{az: az, p: s.principal, subject: subject, host: s.host, img: b.image.Load()}, ctx, c, req, next)
 }
 
 // fixResponse applies fix to the response body the handler returns, now

@@ -146,7 +146,8 @@ type Broker struct {
 	// (ssl.principal.mapping.rules).
 	principalMapper *auth.PrincipalMapper
 	// authz caches the authorizer built from the image's ACLs (authz.go).
-	authz atomic.Pointer[authzState]
+	authz   atomic.Pointer[authzState]
+	authzOn bool // authorizer.class.name is set
 	// quotas measures clients' byte rates against their quotas.
 	quotas      *quota.Manager
 	advertised  config.Listener
@@ -198,6 +199,7 @@ func New(opts Options) (*Broker, error) {
 	b.stopping, b.stopWaiting = context.WithCancel(context.Background())
 	b.heartbeatCtx, b.stopHeartbeats = context.WithCancel(b.ctx)
 	b.versions = supportedVersions()
+	b.authzOn = cfg.String("authorizer.class.name") != ""
 	b.quotas = quota.NewManager(int(cfg.Int("quota.window.num")), time.Duration(cfg.Int("quota.window.size.seconds"))*time.Second)
 	b.metrics = metrics.New(stateCollector{b})
 	b.leaderQuota, b.followerQuota = replica.NewQuota(), replica.NewQuota()

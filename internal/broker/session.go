@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/strata-io/strata/internal/auth"
@@ -14,6 +15,8 @@ import (
 type session struct {
 	listener  *brokerListener
 	principal auth.Principal
+	// host is the client's IP address, as ACLs name hosts.
+	host string
 
 	// saslPending is set on a SASL listener until the client has
 	// authenticated; exchange is the SASL exchange under way (after
@@ -38,6 +41,9 @@ func (b *Broker) sessionOf(c *wire.Conn) (*session, error) {
 		return s, nil
 	}
 	s := &session{listener: b.listenerOf(c), principal: auth.Anonymous}
+	if addr, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		s.host = addr.IP.String()
+	}
 	s.saslPending = s.listener != nil && s.listener.sasl != nil
 	if st := c.TLS(); st != nil && len(st.PeerCertificates) > 0 && !s.saslPending {
 		dn := auth.SubjectDN(st.PeerCertificates[0])
