@@ -100,16 +100,7 @@ func (p *process) start() { p.startIn("") }
 // the test's).
 func (p *process) startIn(dir string) {
 	p.t.Helper()
-	p.logs = &syncBuffer{}
-	p.cmd = exec.Command(binary, p.args...)
-	p.cmd.Dir = dir
-	if p.env != nil {
-		p.cmd.Env = append(os.Environ(), p.env...)
-	}
-	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
-	if err := p.cmd.Start(); err != nil {
-		p.t.Fatal(err)
-	}
+	p.launch(dir)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		c, err := net.DialTimeout("tcp", p.addr, time.Second)
@@ -121,6 +112,22 @@ func (p *process) startIn(dir string) {
 			p.t.Fatalf("strata did not start listening on %s:\n%s", p.addr, p.logs)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// launch starts the process, with dir as its working directory, and
+// returns without waiting for it to listen.
+func (p *process) launch(dir string) {
+	p.t.Helper()
+	p.logs = &syncBuffer{}
+	p.cmd = exec.Command(binary, p.args...)
+	p.cmd.Dir = dir
+	if p.env != nil {
+		p.cmd.Env = append(os.Environ(), p.env...)
+	}
+	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
+	if err := p.cmd.Start(); err != nil {
+		p.t.Fatal(err)
 	}
 }
 

@@ -159,7 +159,17 @@ func TestTransportNoticesAPeerThatRestarts(t *testing.T) {
 	t2.start()
 	defer t2.close()
 	go serveRaft(t2, ln2)
-	poll.Until(t, 30*time.Second, "node 1 to dial node 2 again", func() bool { return dials1.Load() >= 2 })
+	// Node 1 connected again, on its own: nothing was sent meanwhile. (A
+	// message sent while it still failed to dial could be dropped with
+	// the queue, and the test would not tell.)
+	poll.Until(t, 30*time.Second, "node 1 connected to node 2 again", func() bool {
+		t2.mu.Lock()
+		defer t2.mu.Unlock()
+		return len(t2.inbound) > 0
+	})
+	if dials1.Load() < 2 {
+		t.Fatal("node 2 has a connection node 1 did not dial")
+	}
 	t1.send([]*pb.Message{msg(pb.MsgHeartbeat, 1, 2)})
 	poll.Until(t, 30*time.Second, "the message after the restart at node 2", func() bool { return got2.Load() == 1 })
 }
