@@ -138,6 +138,9 @@ type runner struct {
 	topic    string
 	start    time.Time
 	counters counters
+	// progressMu serializes the writes to cfg.Progress: the progress
+	// line's goroutine and say, from any goroutine.
+	progressMu sync.Mutex
 }
 
 // counters feed the progress line; each is updated with atomics.
@@ -154,6 +157,8 @@ func (r *runner) client(extra ...kgo.Opt) (*kgo.Client, error) {
 
 func (r *runner) say(format string, args ...any) {
 	if r.cfg.Progress != nil {
+		r.progressMu.Lock()
+		defer r.progressMu.Unlock()
 		fmt.Fprintf(r.cfg.Progress, "verify: "+format+"\n", args...)
 	}
 }
@@ -391,9 +396,11 @@ func (r *runner) progress() func() {
 			}
 			c := &r.counters
 			now := [5]int64{c.sent.Load(), c.acked.Load(), c.failed.Load(), c.polled.Load(), c.errors.Load()}
+			r.progressMu.Lock()
 			fmt.Fprintf(r.cfg.Progress, "verify %3ds: sent %d/s, acked %d/s, read %d/s, errors %d/s (total: sent %d, acked %d, failed %d, read %d, errors %d)\n",
 				int(time.Since(r.start).Seconds()), now[0]-last[0], now[1]-last[1], now[3]-last[3], now[2]-last[2]+now[4]-last[4],
 				now[0], now[1], now[2], now[3], now[4])
+			r.progressMu.Unlock()
 			last = now
 		}
 	}()
