@@ -209,15 +209,7 @@ func authorizeProduce(b *Broker, a *access, ctx context.Context, c *wire.Conn, r
 		}
 		return errorResponse(req, txnDenied)
 	}
-	var denied []kmsg.ProduceRequestTopic
-	kept := r.Topics[:0:0]
-	for _, t := range r.Topics {
-		if a.topic(auth.OpWrite, t.Topic) {
-			kept = append(kept, t)
-		} else {
-			denied = append(denied, t)
-		}
-	}
+	kept, denied := split(r.Topics, func(t kmsg.ProduceRequestTopic) bool { return a.topic(auth.OpWrite, t.Topic) })
 	if len(denied) == 0 {
 		return next(b, ctx, c, req)
 	}
@@ -255,15 +247,10 @@ func authorizeFetch(b *Broker, a *access, ctx context.Context, c *wire.Conn, req
 		}
 		return "", false // unknown id: the handler says so
 	}
-	var denied []kmsg.FetchRequestTopic
-	kept := r.Topics[:0:0]
-	for _, t := range r.Topics {
-		if n, ok := name(t); !ok || a.topic(auth.OpRead, n) {
-			kept = append(kept, t)
-		} else {
-			denied = append(denied, t)
-		}
-	}
+	kept, denied := split(r.Topics, func(t kmsg.FetchRequestTopic) bool {
+		n, ok := name(t)
+		return !ok || a.topic(auth.OpRead, n)
+	})
 	if len(denied) == 0 {
 		return next(b, ctx, c, req)
 	}
@@ -334,15 +321,7 @@ func authorizeMetadata(b *Broker, a *access, ctx context.Context, c *wire.Conn, 
 
 func authorizeListOffsets(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 	r := req.Body.(*kmsg.ListOffsetsRequest)
-	var denied []kmsg.ListOffsetsRequestTopic
-	kept := r.Topics[:0:0]
-	for _, t := range r.Topics {
-		if a.topic(auth.OpDescribe, t.Topic) {
-			kept = append(kept, t)
-		} else {
-			denied = append(denied, t)
-		}
-	}
+	kept, denied := split(r.Topics, func(t kmsg.ListOffsetsRequestTopic) bool { return a.topic(auth.OpDescribe, t.Topic) })
 	if len(denied) == 0 {
 		return next(b, ctx, c, req)
 	}
@@ -370,15 +349,7 @@ func authorizeOffsetForLeaderEpoch(b *Broker, a *access, ctx context.Context, c 
 		}
 		return next(b, ctx, c, req)
 	}
-	var denied []kmsg.OffsetForLeaderEpochRequestTopic
-	kept := r.Topics[:0:0]
-	for _, t := range r.Topics {
-		if a.topic(auth.OpDescribe, t.Topic) {
-			kept = append(kept, t)
-		} else {
-			denied = append(denied, t)
-		}
-	}
+	kept, denied := split(r.Topics, func(t kmsg.OffsetForLeaderEpochRequestTopic) bool { return a.topic(auth.OpDescribe, t.Topic) })
 	if len(denied) == 0 {
 		return next(b, ctx, c, req)
 	}
@@ -518,15 +489,7 @@ func authorizeOffsetCommit(b *Broker, a *access, ctx context.Context, c *wire.Co
 	if !a.group(auth.OpRead, r.Group) {
 		return errorResponse(req, groupDenied)
 	}
-	var denied []kmsg.OffsetCommitRequestTopic
-	kept := r.Topics[:0:0]
-	for _, t := range r.Topics {
-		if a.topic(auth.OpRead, t.Topic) {
-			kept = append(kept, t)
-		} else {
-			denied = append(denied, t)
-		}
-	}
+	kept, denied := split(r.Topics, func(t kmsg.OffsetCommitRequestTopic) bool { return a.topic(auth.OpRead, t.Topic) })
 	if len(denied) == 0 {
 		return next(b, ctx, c, req)
 	}
@@ -774,15 +737,7 @@ func authorizeCreatePartitions(b *Broker, a *access, ctx context.Context, c *wir
 
 func authorizeDeleteRecords(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 	r := req.Body.(*kmsg.DeleteRecordsRequest)
-	var denied []kmsg.DeleteRecordsRequestTopic
-	kept := r.Topics[:0:0]
-	for _, t := range r.Topics {
-		if a.topic(auth.OpDelete, t.Topic) {
-			kept = append(kept, t)
-		} else {
-			denied = append(denied, t)
-		}
-	}
+	kept, denied := split(r.Topics, func(t kmsg.DeleteRecordsRequestTopic) bool { return a.topic(auth.OpDelete, t.Topic) })
 	if len(denied) == 0 {
 		return next(b, ctx, c, req)
 	}
@@ -804,15 +759,7 @@ func authorizeDeleteRecords(b *Broker, a *access, ctx context.Context, c *wire.C
 
 func authorizeDescribeProducers(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 	r := req.Body.(*kmsg.DescribeProducersRequest)
-	var denied []kmsg.DescribeProducersRequestTopic
-	kept := r.Topics[:0:0]
-	for _, t := range r.Topics {
-		if a.topic(auth.OpRead, t.Topic) {
-			kept = append(kept, t)
-		} else {
-			denied = append(denied, t)
-		}
-	}
+	kept, denied := split(r.Topics, func(t kmsg.DescribeProducersRequestTopic) bool { return a.topic(auth.OpRead, t.Topic) })
 	if len(denied) == 0 {
 		return next(b, ctx, c, req)
 	}
@@ -889,4 +836,19 @@ func authorizeIncrementalAlterConfigs(b *Broker, a *access, ctx context.Context,
 		}
 	}
 	return next(b, ctx, c, req)
+}
+
+// split returns, in order, the items keep allows and the others: the
+// parts of a request that go on to the handler and those answered as
+// denied.
+func split[T any](items []T, keep func(T) bool) (kept, denied []T) {
+	kept = items[:0:0]
+	for _, it := range items {
+		if keep(it) {
+			kept = append(kept, it)
+		} else {
+			denied = append(denied, it)
+		}
+	}
+	return kept, denied
 }
