@@ -60,7 +60,7 @@ func (b *Broker) listen(c config.Cluster) error {
 				ln.Close()
 				return fmt.Errorf("broker: listener %s: %w", l.Name, err)
 			}
-			ln = tls.NewListener(ln, tcfg)
+			ln = wire.NewTLSListener(ln, tcfg)
 		}
 		bl.ln = ln
 		b.listeners = append(b.listeners, bl)

@@ -175,7 +175,7 @@ func (c *Conn) LocalAddr() net.Addr { return c.nc.LocalAddr() }
 
 // TLS returns the connection's TLS state, or nil if it is not TLS.
 func (c *Conn) TLS() *tls.ConnectionState {
-	if tc, ok := c.nc.(*tls.Conn); ok {
+	if tc, ok := c.nc.(tlsConn); ok {
 		st := tc.ConnectionState()
 		return &st
 	}
@@ -238,7 +238,7 @@ func (c *Conn) armReadDeadline() {
 // serve runs the reader (on the calling goroutine) and the writer.
 func (c *Conn) serve() {
 	c.log.Debug("wire: connection opened", "local", addrString(c.nc.LocalAddr()))
-	if tc, ok := c.nc.(*tls.Conn); ok && !c.handshake(tc) {
+	if tc, ok := c.nc.(tlsConn); ok && !c.handshake(tc) {
 		c.Close()
 		c.server.untrack(c)
 		return
@@ -262,7 +262,7 @@ func (c *Conn) serve() {
 // handshake runs a TLS connection's handshake before its first request,
 // within the idle timeout (a client that connects and says nothing is
 // idle), so that a refused certificate is logged as such.
-func (c *Conn) handshake(tc *tls.Conn) bool {
+func (c *Conn) handshake(tc tlsConn) bool {
 	ctx := c.ctx
 	if idle := c.server.cfg.IdleTimeout; idle > 0 {
 		var cancel context.CancelFunc
