@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -52,7 +53,9 @@ func startClusterRoles(t testing.TB, roles []string, sets ...string) *cluster {
 type nodeHook func(id int32, clientAddr string) (listeners, sets []string)
 
 // startClusterWith is startClusterRoles with a hook for each node (nil:
-// none).
+// none). A port freePort found free can be taken before the node binds it
+// (by another test's listener on port 0): then the cluster starts again on
+// fresh ports.
 func startClusterWith(t testing.TB, roles []string, hook nodeHook, sets ...string) *cluster {
 	t.Helper()
 	n := len(roles)
@@ -60,10 +63,31 @@ func startClusterWith(t testing.TB, roles []string, hook nodeHook, sets ...strin
 	t.Cleanup(func() {
 		if t.Failed() {
 			for id := int32(1); int(id) <= n; id++ {
-				t.Logf("node %d's log:\n%s", id, c.nodes[id].logs)
+				if p := c.nodes[id]; p != nil && p.logs != nil {
+					t.Logf("node %d's log:\n%s", id, p.logs)
+				}
 			}
 		}
 	})
+	for attempt := 1; ; attempt++ {
+		if launchCluster(t, c, roles, hook, sets...) {
+			return c
+		}
+		for _, p := range c.nodes {
+			p.kill()
+		}
+		if attempt == 3 {
+			t.Fatal("three attempts at starting the cluster found a port taken")
+		}
+		t.Logf("a node's port was taken before it bound it; starting again on other ports")
+	}
+}
+
+// launchCluster starts c's nodes on fresh ports and waits until each
+// listens; it returns false, at once, when a node could not bind a port.
+func launchCluster(t testing.TB, c *cluster, roles []string, hook nodeHook, sets ...string) bool {
+	t.Helper()
+	n := len(roles)
 	ports := make([][2]string, n)
 	var voters []string
 	for i := range n {
@@ -99,11 +123,34 @@ func startClusterWith(t testing.TB, roles []string, hook nodeHook, sets ...strin
 			"--set", "controller.quorum.voters=" + strings.Join(voters, ","),
 			"--set", "strata.admin.listener=",
 		}, append(flagsFor(sets), extra...)...)
-		p.start()
+		p.launch("")
 		t.Cleanup(p.kill)
 		c.nodes[id] = p
 	}
-	return c
+	deadline := time.Now().Add(30 * time.Second)
+	for id := int32(1); int(id) <= n; id++ {
+		p := c.nodes[id]
+		for {
+			if strings.Contains(p.logs.String(), "address already in use") {
+				return false
+			}
+			if conn, err := net.DialTimeout("tcp", p.addr, time.Second); err == nil {
+				conn.Close()
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("node %d did not start listening on %s:\n%s", id, p.addr, p.logs)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	// A node that lost its controller port after binding its client port.
+	for _, p := range c.nodes {
+		if strings.Contains(p.logs.String(), "address already in use") {
+			return false
+		}
+	}
+	return true
 }
 
 func ids(n int) []int32 {
