@@ -470,7 +470,7 @@ func TestIdleTimeout(t *testing.T) {
 	}
 	// Long enough that the busy connection's request arrives well within
 	// it on a loaded machine; the idle connection is closed after it.
-	srv := startServer(t, h, func(c *Config) { c.IdleTimeout = 300 * time.Millisecond })
+	srv := startServer(t, h, func(c *Config) { c.IdleTimeout = time.Second })
 	busy := dial(t, srv.addr)
 	busy.f = kmsg.NewRequestFormatter(kmsg.FormatterClientID("slow"))
 	req := metadataRequest(7)
