@@ -78,9 +78,8 @@ func BenchmarkAvailability(b *testing.B) {
 			for range b.N {
 				gaps := measureAvailability(b, bc.clean, *availabilityKills, bc.sets...)
 				slices.Sort(gaps)
-				at := func(q float64) time.Duration { return gaps[min(len(gaps)-1, int(q*float64(len(gaps))))] }
-				b.ReportMetric(float64(at(0.5).Milliseconds()), "p50-gap-ms")
-				b.ReportMetric(float64(at(0.99).Milliseconds()), "p99-gap-ms")
+				b.ReportMetric(float64(quantile(gaps, 0.5).Milliseconds()), "p50-gap-ms")
+				b.ReportMetric(float64(quantile(gaps, 0.99).Milliseconds()), "p99-gap-ms")
 				b.ReportMetric(float64(gaps[len(gaps)-1].Milliseconds()), "max-gap-ms")
 				b.Logf("%s: gaps %v", bc.name, gaps)
 			}

@@ -94,10 +94,10 @@ func createVia(addr, topic string) error {
 	return nil
 }
 
-// quantile returns the q-quantile of sorted durations (nearest rank).
+// quantile returns the q-quantile of sorted durations: the one at index
+// q·n (the largest for q close to 1).
 func quantile(sorted []time.Duration, q float64) time.Duration {
-	i := int(q*float64(len(sorted))+0.5) - 1
-	return sorted[max(0, min(i, len(sorted)-1))]
+	return sorted[min(len(sorted)-1, int(q*float64(len(sorted))))]
 }
 
 // BenchmarkManyTopics creates 1,000 topics of 10 partitions (replication

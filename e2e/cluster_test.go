@@ -69,11 +69,24 @@ func startClusterWith(t testing.TB, roles []string, hook nodeHook, sets ...strin
 			}
 		}
 	})
+	retryOnPortClash(t, func() (map[int32]*process, bool) {
+		return c.nodes, launchCluster(t, c, roles, hook, sets...)
+	})
+	return c
+}
+
+// retryOnPortClash runs start, which starts nodes and reports whether
+// they all bound their ports, up to three times: after a clash it kills
+// the nodes start returned and tries again (on the fresh ports start
+// picks).
+func retryOnPortClash(t testing.TB, start func() (map[int32]*process, bool)) {
+	t.Helper()
 	for attempt := 1; ; attempt++ {
-		if launchCluster(t, c, roles, hook, sets...) {
-			return c
+		nodes, ok := start()
+		if ok {
+			return
 		}
-		for _, p := range c.nodes {
+		for _, p := range nodes {
 			p.kill()
 		}
 		if attempt == 3 {
@@ -82,6 +95,9 @@ func startClusterWith(t testing.TB, roles []string, hook nodeHook, sets ...strin
 		t.Logf("a node's port was taken before it bound it; starting again on other ports")
 	}
 }
+
+// portClash reports whether a node's log says it could not bind a port.
+func portClash(p *process) bool { return strings.Contains(p.logs.String(), "address already in use") }
 
 // launchCluster starts c's nodes on fresh ports and waits until each
 // listens; it returns false, at once, when a node could not bind a port.
@@ -131,7 +147,7 @@ func launchCluster(t testing.TB, c *cluster, roles []string, hook nodeHook, sets
 	for id := int32(1); int(id) <= n; id++ {
 		p := c.nodes[id]
 		for {
-			if strings.Contains(p.logs.String(), "address already in use") {
+			if portClash(p) {
 				return false
 			}
 			if conn, err := net.DialTimeout("tcp", p.addr, time.Second); err == nil {
@@ -146,7 +162,7 @@ func launchCluster(t testing.TB, c *cluster, roles []string, hook nodeHook, sets
 	}
 	// A node that lost its controller port after binding its client port.
 	for _, p := range c.nodes {
-		if strings.Contains(p.logs.String(), "address already in use") {
+		if portClash(p) {
 			return false
 		}
 	}

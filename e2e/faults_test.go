@@ -56,20 +56,14 @@ func startFaultCluster(t *testing.T, sets ...string) *faultCluster {
 	// A port freePort found free may be taken before the node binds it
 	// (by another listener on port 0, here or in another test): then
 	// start again on fresh ports.
-	for attempt := 1; ; attempt++ {
-		f, clash := tryStartFaultCluster(t, sets...)
-		if !clash {
-			f.waitBrokers(ids(len(f.nodes))...)
-			return f
-		}
-		for _, p := range f.nodes {
-			p.kill()
-		}
-		if attempt == 3 {
-			t.Fatal("three attempts at starting the cluster found a port taken")
-		}
-		t.Logf("a node's port was taken before it bound it; starting again on other ports")
-	}
+	var f *faultCluster
+	retryOnPortClash(t, func() (map[int32]*process, bool) {
+		var clash bool
+		f, clash = tryStartFaultCluster(t, sets...)
+		return f.nodes, !clash
+	})
+	f.waitBrokers(ids(len(f.nodes))...)
+	return f
 }
 
 // tryStartFaultCluster starts the nodes and waits until every node lists
@@ -145,7 +139,7 @@ func tryStartFaultCluster(t *testing.T, sets ...string) (f *faultCluster, clash 
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		for _, p := range f.nodes {
-			if strings.Contains(p.logs.String(), "address already in use") {
+			if portClash(p) {
 				return f, true
 			}
 		}
