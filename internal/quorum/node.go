@@ -123,10 +123,12 @@ type Node struct {
 	commitMu  sync.Mutex
 	commit    uint64
 	committed chan struct{}
-	// pubTerm and pubLeader are the term and whether this node leads, as
-	// of the last Ready; commitMu guards them.
+	// pubTerm, pubLeader and pubLead are the term, whether this node
+	// leads and which node does (raft's id, 0 for none), as of the last
+	// Ready; commitMu guards them.
 	pubTerm   uint64
 	pubLeader bool
+	pubLead   uint64
 
 	// loaded and loadedCommit are what Open found on disk.
 	loaded       Snapshot
@@ -525,7 +527,7 @@ func (n *Node) handleReady() error {
 			close(n.committed)
 			n.committed = make(chan struct{})
 		}
-		n.pubTerm, n.pubLeader = n.term, n.lead == raftID(n.cfg.NodeID)
+		n.pubTerm, n.pubLeader, n.pubLead = n.term, n.lead == raftID(n.cfg.NodeID), n.lead
 		n.commitMu.Unlock()
 		if changed || a.Snapshot != nil || len(a.Entries) > 0 {
 			select {
@@ -691,7 +693,8 @@ func nodeID(id uint64) int32 { return int32(id) - 1 }
 func (n *Node) Loaded() (Snapshot, uint64) { return n.loaded, n.loadedCommit }
 
 // TransferLeadership hands the leadership, if this node has it, to the
-// voter most caught up, and waits until another node leads or ctx ends. A
+// voter most caught up, and waits until this node knows another node leads
+// (not merely that it stepped down) or ctx ends. A
 // voter that stops cleanly does this first, so the quorum elects at once
 // rather than after an election timeout.
 func (n *Node) TransferLeadership(ctx context.Context) error {
@@ -715,10 +718,10 @@ func (n *Node) TransferLeadership(ctx context.Context) error {
 	}
 	for {
 		n.commitMu.Lock()
-		leading, moved := n.pubLeader, n.committed
+		lead, moved := n.pubLead, n.committed
 		n.commitMu.Unlock()
-		if !leading {
-			n.logger.Info("metadata quorum leadership handed over", "to", to)
+		if lead != 0 && lead != raftID(n.cfg.NodeID) {
+			n.logger.Info("metadata quorum leadership handed over", "to", nodeID(lead))
 			return nil
 		}
 		select {
