@@ -1,12 +1,14 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"io"
 	"log/slog"
 	"net"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +25,36 @@ type testBroker struct {
 	*Broker
 	dir      string
 	settings map[string]string
+	// logText, when set, receives the broker's log as text.
+	logText *logBuffer
+}
+
+// logBuffer is a broker's log, written by its goroutines and read by a test.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// startLoggedBroker is startBroker with the broker's log kept for the test
+// to read.
+func startLoggedBroker(t testing.TB, settings map[string]string) *testBroker {
+	t.Helper()
+	tb := &testBroker{dir: t.TempDir(), settings: settings, logText: &logBuffer{}}
+	tb.start(t, "127.0.0.1:0")
+	t.Cleanup(func() { tb.Close() })
+	return tb
 }
 
 func testLogger(t testing.TB) *slog.Logger {
@@ -55,7 +87,11 @@ func (tb *testBroker) start(t testing.TB, listen string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := New(Options{Config: cfg, Logger: testLogger(t)})
+	logger := testLogger(t)
+	if tb.logText != nil {
+		logger = slog.New(slog.NewTextHandler(tb.logText, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	b, err := New(Options{Config: cfg, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
