@@ -28,6 +28,7 @@ type txnListEntry struct {
 
 func txnListCommand(o *clientOptions) *cobra.Command {
 	var states []string
+	var pattern string
 	cmd := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
@@ -39,7 +40,7 @@ func txnListCommand(o *clientOptions) *cobra.Command {
 				return err
 			}
 			defer done()
-			listed, err := adm.ListTransactions(ctx, nil, states)
+			listed, err := adm.ListTransactionsByTxPattern(ctx, nil, states, pattern)
 			if err != nil {
 				return o.requestError("listing transactions", err)
 			}
@@ -59,6 +60,7 @@ func txnListCommand(o *clientOptions) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringSliceVar(&states, "state", nil, "only these states (Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit, CompleteAbort)")
+	cmd.Flags().StringVar(&pattern, "pattern", "", "only the transactional ids this regular expression matches whole (RE2 syntax; ListTransactions v2, KIP-1152)")
 	return cmd
 }
 

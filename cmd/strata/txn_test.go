@@ -31,6 +31,19 @@ func TestTxnListAndDescribe(t *testing.T) {
 	if !found {
 		t.Fatalf("txn list --state Ongoing: %+v", listed)
 	}
+	// --pattern matches whole ids (ListTransactions v2): "cli-txn" and
+	// ".*txn", not "cli".
+	for pattern, want := range map[string]bool{"cli-txn": true, "c.i-t.n": true, ".*txn": true, "cli": false, "txn": false} {
+		listed := okJSON[[]txnListEntry](t, "", "txn", "list", "--pattern", pattern)
+		found := false
+		for _, e := range listed {
+			found = found || e.TransactionalID == "cli-txn"
+		}
+		if found != want {
+			t.Errorf("txn list --pattern %q: %+v, want cli-txn listed: %v", pattern, listed, want)
+		}
+	}
+	fails(t, "INVALID_REGULAR_EXPRESSION", "txn", "list", "--pattern", "(?=cli)")
 	d := okJSON[[]txnDescribeEntry](t, "", "txn", "describe", "cli-txn")
 	if len(d) != 1 || d[0].State != "Ongoing" || len(d[0].Partitions) == 0 || d[0].StartTime == "" || d[0].Error != "" {
 		t.Fatalf("txn describe: %+v", d)

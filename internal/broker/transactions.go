@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"regexp"
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -11,7 +12,8 @@ import (
 	"github.com/strata-io/strata/internal/wire"
 )
 
-// DescribeTransactions: v0. ListTransactions: v0-1 (KIP-664).
+// DescribeTransactions: v0. ListTransactions: v0-2 (KIP-664, KIP-994,
+// KIP-1152).
 //
 // Behavior:
 // * DescribeTransactions answers the transactional ids this broker
@@ -19,11 +21,31 @@ import (
 // while their partition loads, TRANSACTIONAL_ID_NOT_FOUND for unknown ids).
 // * ListTransactions lists the ids of the __transaction_state partitions
 // loaded here, filtered by state, producer id and (v1+) a minimum running
-// time; unknown state names come back in UnknownStateFilters. Clients ask
-// every broker. v2's id pattern (a Java regular expression) is not offered.
+// time, and (v2+) a transactional id pattern; unknown state names come
+// back in UnknownStateFilters. Clients ask every broker.
+// * The v2 pattern must match the whole transactional id, as Kafka's
+// Matcher.matches() does, but it is Go's RE2 syntax, not Java's: no
+// backreferences, lookaround, possessive quantifiers or atomic groups
+// (they are INVALID_REGULAR_EXPRESSION here, a pattern Java would take),
+// and matching takes linear time whatever the pattern. An empty or null
+// pattern matches every id, as in Kafka.
 func init() {
 	register(kmsg.DescribeTransactions.Int16(), 0, 0, (*Broker).handleDescribeTransactions)
-	register(kmsg.ListTransactions.Int16(), 0, 1, (*Broker).handleListTransactions)
+	register(kmsg.ListTransactions.Int16(), 0, 2, (*Broker).handleListTransactions)
+}
+
+// transactionalIDPattern compiles a ListTransactions v2 pattern to match
+// whole ids; nil for none.
+func transactionalIDPattern(r *kmsg.ListTransactionsRequest) (*regexp.Regexp, error) {
+	if r.Version < 2 || r.TransactionalIDPattern == nil || *r.TransactionalIDPattern == "" {
+		return nil, nil
+	}
+	// Compiled alone first: wrapped, "a)|(b" would compile and mean
+	// something else.
+	if _, err := regexp.Compile(*r.TransactionalIDPattern); err != nil {
+		return nil, err
+	}
+	return regexp.Compile(`^(?:` + *r.TransactionalIDPattern + `)$`)
 }
 
 func (b *Broker) handleDescribeTransactions(_ context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
@@ -68,6 +90,11 @@ func (b *Broker) handleListTransactions(_ context.Context, _ *wire.Conn, req *wi
 		}
 		states = append(states, s)
 	}
+	pattern, err := transactionalIDPattern(r)
+	if err != nil {
+		resp.ErrorCode = kerr.InvalidRegularExpression.Code
+		return respond(resp)
+	}
 	if len(r.StateFilters) > 0 && len(states) == 0 {
 		return respond(resp)
 	}
@@ -84,6 +111,8 @@ func (b *Broker) handleListTransactions(_ context.Context, _ *wire.Conn, req *wi
 		case len(r.ProducerIDFilters) > 0 && !slices.Contains(r.ProducerIDFilters, md.ProducerID):
 			continue
 		case r.Version >= 1 && r.DurationFilterMillis >= 0 && (md.StartMs < 0 || now-md.StartMs < r.DurationFilterMillis):
+			continue
+		case pattern != nil && !pattern.MatchString(md.TransactionalID):
 			continue
 		}
 		ts := kmsg.NewListTransactionsResponseTransactionState()
