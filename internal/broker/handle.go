@@ -71,7 +71,7 @@ func (b *Broker) Handle(ctx context.Context, c *wire.Conn, req *wire.Request) wi
 		// wire refuses keys outside Versions; reaching here is a bug.
 		panic(fmt.Sprintf("broker: invariant: request for unregistered API key %d", req.Key))
 	}
-	return b.enforceQuota(c, s, req, b.authorize(ctx, c, s, req, a.handle))
+	return b.enforceQuota(c, s, req, b.handleTimed(ctx, c, s, req, a.handle))
 }
 
 // respond wraps a body.

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strata-io/strata/internal/auth"
 	"github.com/strata-io/strata/internal/controller"
 	"github.com/strata-io/strata/internal/metadata"
 	"github.com/strata-io/strata/internal/quota"
@@ -19,23 +20,32 @@ import (
 // DescribeClientQuotas: v0-1, from the metadata image. AlterClientQuotas:
 // v0-1, forwarded to the active controller, which writes ClientQuota
 // records; every node applies them. Entity types user and client-id, keys
-// producer_byte_rate and consumer_byte_rate (enforced) and
-// request_percentage (stored, not enforced). Describing needs
-// DESCRIBE_CONFIGS on the cluster, altering ALTER_CONFIGS (authz.go).
+// producer_byte_rate, consumer_byte_rate and request_percentage. Describing
+// needs DESCRIBE_CONFIGS on the cluster, altering ALTER_CONFIGS (authz.go).
 //
-// Enforcement is Kafka's: a produce request's size, and the bytes a
-// consumer's fetch response carries, are added to the rate of the quota
-// entity that applies to the connection's user and client id (the most
-// specific of user+client-id, user, client-id, with <default> entities
-// filling in, in Kafka's order); over the quota, the response carries
-// throttle_time_ms and the connection is muted for that long (KIP-219).
-// Followers' fetches are not counted.
+// Enforcement is Kafka's: a produce request's size, the bytes a consumer's
+// fetch response carries, and the time any request spends in Handle (the
+// broker's handler; Kafka's request-thread time, see package quota) are
+// added to the rate of the quota entity that applies to the connection's
+// user and client id (the most specific of user+client-id, user,
+// client-id, with <default> entities filling in, in Kafka's order); over a
+// quota, the response carries throttle_time_ms (the largest of the
+// quotas') and the connection is muted for that long (KIP-219).
+// Followers' fetches are not counted. Exempt from request_percentage, as
+// in Kafka: produce with acks=0 (there is no response to carry the
+// throttle), and the inter-broker forms of requests (follower Fetch and
+// OffsetForLeaderEpoch, WriteTxnMarkers, AddPartitionsToTxn v4+) from a
+// principal allowed CLUSTER_ACTION; without it they count like any
+// other, so that a client cannot evade its quota by posing as a broker.
+// The controller listener's requests are not counted: only brokers send
+// them. Time a deferred response waits (for replication, fetch.min.bytes)
+// is not handler time, as Kafka's purgatory time is not.
 func init() {
 	register(kmsg.DescribeClientQuotas.Int16(), 0, 1, (*Broker).handleDescribeClientQuotas)
 	registerAdmin(kmsg.AlterClientQuotas.Int16(), 0, 1, (*Broker).handleAlterClientQuotas)
 }
 
-var quotaKeys = []string{quota.ProducerByteRate, quota.ConsumerByteRate, "request_percentage"}
+var quotaKeys = []string{quota.ProducerByteRate, quota.ConsumerByteRate, quota.RequestPercentage}
 
 // entityOf reads a request's entity components.
 func entityOf(types []string, names []*string) (metadata.QuotaEntity, error) {
@@ -235,6 +245,50 @@ func quotaFor(img *metadata.Image, key, user, clientID string) (float64, string,
 	return 0, "", false
 }
 
+// handleTimed runs h for req and, when a request_percentage quota applies
+// to the connection, counts the time it took against it.
+func (b *Broker) handleTimed(ctx context.Context, c *wire.Conn, s *session, req *wire.Request, h handler) wire.Response {
+	img := b.image.Load()
+	if len(img.ClientQuotas) == 0 || b.requestQuotaExempt(s, req) {
+		return b.authorize(ctx, c, s, req, h)
+	}
+	limit, entity, ok := quotaFor(img, quota.RequestPercentage, s.principal.Name, req.ClientID)
+	if !ok {
+		return b.authorize(ctx, c, s, req, h)
+	}
+	start := time.Now()
+	resp := b.authorize(ctx, c, s, req, h)
+	end := time.Now()
+	return b.throttle(c, resp, b.quotas.RecordRequestTime(entity, end.Sub(start), limit, end))
+}
+
+// requestQuotaExempt reports the requests request_percentage does not
+// count: see the file's doc.
+func (b *Broker) requestQuotaExempt(s *session, req *wire.Request) bool {
+	interBroker := false
+	switch r := req.Body.(type) {
+	case *kmsg.ProduceRequest:
+		return r.Acks == 0
+	case *kmsg.FetchRequest:
+		interBroker = r.ReplicaID >= 0 || r.ReplicaState.ID >= 0
+	case *kmsg.OffsetForLeaderEpochRequest:
+		interBroker = r.ReplicaID >= 0
+	case *kmsg.WriteTxnMarkersRequest:
+		interBroker = true
+	case *kmsg.AddPartitionsToTxnRequest:
+		interBroker = r.Version >= 4
+	}
+	if !interBroker {
+		return false
+	}
+	az := b.authorizerNow()
+	if az == nil {
+		return true
+	}
+	subject := az.Subject(s.principal)
+	return subject.Super() || az.Check(subject, s.host, auth.OpClusterAction, auth.ResourceCluster, auth.ClusterName)
+}
+
 // enforceQuota counts a produce or consumer fetch against its quota and,
 // over it, sets the response's throttle and mutes the connection.
 func (b *Broker) enforceQuota(c *wire.Conn, s *session, req *wire.Request, resp wire.Response) wire.Response {
@@ -275,7 +329,8 @@ func (b *Broker) enforceQuota(c *wire.Conn, s *session, req *wire.Request, resp 
 	return resp
 }
 
-// throttle puts d in the response's throttle_time_ms and mutes c for d.
+// throttle puts d in the response's throttle_time_ms, unless it holds a
+// longer one, and mutes c for d.
 func (b *Broker) throttle(c *wire.Conn, resp wire.Response, d time.Duration) wire.Response {
 	if d <= 0 {
 		return resp
@@ -283,11 +338,12 @@ func (b *Broker) throttle(c *wire.Conn, resp wire.Response, d time.Duration) wir
 	c.Throttle(d)
 	ms := int32(d / time.Millisecond)
 	return fixResponse(resp, func(body kmsg.Response) {
-		switch r := body.(type) {
-		case *kmsg.ProduceResponse:
-			r.ThrottleMillis = max(r.ThrottleMillis, ms)
-		case *kmsg.FetchResponse:
-			r.ThrottleMillis = max(r.ThrottleMillis, ms)
+		get, ok := body.(kmsg.ThrottleResponse)
+		set, ok2 := body.(kmsg.SetThrottleResponse)
+		if ok && ok2 {
+			if cur, _ := get.Throttle(); cur < ms {
+				set.SetThrottle(ms)
+			}
 		}
 	})
 }

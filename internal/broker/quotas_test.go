@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -8,7 +9,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strata-io/strata/internal/auth"
 	"github.com/strata-io/strata/internal/testutil/poll"
+	"github.com/strata-io/strata/internal/wire"
 )
 
 // TestClientQuotas sets quotas with AlterClientQuotas, reads them back
@@ -111,5 +114,96 @@ func TestClientQuotas(t *testing.T) {
 	poll.Until(t, 30*time.Second, "the quota to be gone", func() bool { return len(b.image.Load().ClientQuotas) == 1 })
 	if ms := produce(newClient(t, b.Addr(), kgo.ClientID("slow"))); ms != 0 {
 		t.Fatalf("throttled %d ms after the quota was removed", ms)
+	}
+}
+
+// throttleHook counts the throttles franz-go reports (HookBrokerThrottle).
+type throttleHook struct{ n atomic.Int64 }
+
+func (h *throttleHook) OnBrokerThrottle(_ kgo.BrokerMetadata, d time.Duration, _ bool) {
+	if d > 0 {
+		h.n.Add(1)
+	}
+}
+
+// TestRequestPercentageQuota: a client id with a tiny request_percentage
+// quota is answered throttle_time_ms once its requests' handler time
+// passes it (and franz-go sees the throttle), while a client id without a
+// quota, sending as many of the same requests, never is.
+func TestRequestPercentageQuota(t *testing.T) {
+	b := startBroker(t, nil)
+	adm := newAdmin(t, b.Addr())
+	ctx := testContext(t)
+	createTopic(t, adm, "rq", 3, nil)
+	busy := "busy"
+	// 0.001% of one thread over the 10-second minimum span: 100 µs of
+	// handler time.
+	res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{
+		{Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: &busy}}, Ops: []kadm.AlterClientQuotaOp{{Key: "request_percentage", Value: 0.001}}},
+	})
+	if err != nil || res[0].Err != nil {
+		t.Fatal(err, res)
+	}
+	poll.Until(t, 30*time.Second, "the quota in the image", func() bool { return len(b.image.Load().ClientQuotas) == 1 })
+
+	metadata := func(cl *kgo.Client) int32 {
+		t.Helper()
+		req := kmsg.NewPtrMetadataRequest()
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr("rq")
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.ThrottleMillis
+	}
+	hook := &throttleHook{}
+	busyCl := newClient(t, b.Addr(), kgo.ClientID(busy), kgo.WithHooks(hook))
+	sent := 0
+	for throttled := false; !throttled; sent++ {
+		if sent == 10_000 {
+			t.Fatalf("%d requests over a quota of 0.001%% of a thread, none throttled", sent)
+		}
+		throttled = metadata(busyCl) > 0
+	}
+	t.Logf("throttled after %d requests", sent)
+	if hook.n.Load() == 0 {
+		t.Fatal("franz-go saw no throttle")
+	}
+	free := newClient(t, b.Addr(), kgo.ClientID("free"))
+	for i := 0; i < sent; i++ {
+		if ms := metadata(free); ms != 0 {
+			t.Fatalf("a client without a request quota was throttled %d ms (request %d)", ms, i)
+		}
+	}
+}
+
+// TestRequestQuotaExempt: what request_percentage does not count, as in
+// Kafka: acks=0 produce, and brokers' requests from a principal allowed
+// CLUSTER_ACTION (with authorization off, every principal is).
+func TestRequestQuotaExempt(t *testing.T) {
+	b := startBroker(t, nil)
+	s := &session{principal: auth.Anonymous, host: "127.0.0.1"}
+	follower := kmsg.NewPtrFetchRequest()
+	follower.ReplicaID = 2
+	consumer := kmsg.NewPtrFetchRequest()
+	consumer.ReplicaID, consumer.ReplicaState.ID = -1, -1
+	acks0, acks1 := kmsg.NewPtrProduceRequest(), kmsg.NewPtrProduceRequest()
+	acks0.Acks, acks1.Acks = 0, 1
+	batched := kmsg.NewPtrAddPartitionsToTxnRequest()
+	batched.Version = 4
+	for _, c := range []struct {
+		req    kmsg.Request
+		exempt bool
+	}{
+		{follower, true}, {consumer, false}, {acks0, true}, {acks1, false},
+		{kmsg.NewPtrWriteTxnMarkersRequest(), true}, {batched, true},
+		{kmsg.NewPtrAddPartitionsToTxnRequest(), false}, {kmsg.NewPtrApiVersionsRequest(), false},
+	} {
+		req := &wire.Request{Key: c.req.Key(), Version: c.req.GetVersion(), Body: c.req}
+		if got := b.requestQuotaExempt(s, req); got != c.exempt {
+			t.Errorf("%s v%d: exempt %v, want %v", kmsg.NameForKey(c.req.Key()), c.req.GetVersion(), got, c.exempt)
+		}
 	}
 }

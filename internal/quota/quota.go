@@ -1,8 +1,17 @@
-// Package quota measures client byte rates and says how long to throttle
-// a client over its quota, as Kafka's ClientQuotaManager does: a rate over
-// quota.window.num windows of quota.window.size.seconds each, and a
-// throttle time that brings the rate back to the quota,
-// (rate - quota) / quota * the windows' span, at most that span.
+// Package quota measures client byte rates and request time and says how
+// long to throttle a client over its quota, as Kafka's ClientQuotaManager
+// and ClientRequestQuotaManager do: a rate over quota.window.num windows
+// of quota.window.size.seconds each, and a throttle time that brings the
+// rate back to the quota, (rate - quota) / quota * the measured span; at
+// most the windows' span for byte rates, at most one window for request
+// time.
+//
+// Request time is measured as Kafka's request_percentage is: the time a
+// request spent in the broker's handler (the connection's reader, here:
+// Go has no fixed pool of handler threads) is recorded as a percentage of
+// one thread for one second (1 ms = 0.1), so the rate is the percentage of
+// one thread the entity keeps busy; a quota of 200 allows two threads'
+// worth.
 //
 // It is a state machine: callers pass the time; there are no goroutines,
 // timers or I/O. Which quota applies to a (user, client id) is resolved by
@@ -16,8 +25,9 @@ import (
 
 // Kafka's quota keys.
 const (
-	ProducerByteRate = "producer_byte_rate"
-	ConsumerByteRate = "consumer_byte_rate"
+	ProducerByteRate  = "producer_byte_rate"
+	ConsumerByteRate  = "consumer_byte_rate"
+	RequestPercentage = "request_percentage"
 )
 
 // Kafka's defaults for quota.window.num and quota.window.size.seconds.
@@ -43,7 +53,7 @@ type rateKey struct {
 
 type rate struct {
 	starts []time.Time // window start times, a ring
-	bytes  []float64
+	values []float64   // bytes, or percent-seconds of request time
 	cur    int
 	last   time.Time
 }
@@ -64,26 +74,48 @@ func NewManager(windows int, size time.Duration) *Manager {
 // returns how long the client must be throttled: zero when the rate is
 // within the quota.
 func (m *Manager) Record(key, entity string, n int64, limit float64, now time.Time) time.Duration {
+	span := time.Duration(m.windows) * m.windowSize
+	observed, _ := m.record(key, entity, float64(n), now)
+	if limit <= 0 || observed <= limit {
+		return 0
+	}
+	throttle := time.Duration((observed - limit) / limit * float64(span))
+	return min(throttle, span)
+}
+
+// RecordRequestTime adds d, the time one request of entity spent in the
+// broker's handler, to entity's request_percentage rate, whose quota is
+// limit percent of one thread, and returns how long the client must be
+// throttled: zero within the quota, else the time that brings the rate
+// back to it over the measured span, at most one window (Kafka's
+// ClientRequestQuotaManager bounds it so, as one slow request must not
+// mute a client for the whole span).
+func (m *Manager) RecordRequestTime(entity string, d time.Duration, limit float64, now time.Time) time.Duration {
+	observed, elapsed := m.record(RequestPercentage, entity, d.Seconds()*100, now)
+	if limit <= 0 || observed <= limit {
+		return 0
+	}
+	throttle := time.Duration((observed - limit) / limit * float64(elapsed))
+	return min(throttle, m.windowSize)
+}
+
+// record adds v to the rate of key for entity and returns the rate after
+// it, a second, and the span it is measured over.
+func (m *Manager) record(key, entity string, v float64, now time.Time) (float64, time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	k := rateKey{key, entity}
 	r := m.rates[k]
 	if r == nil {
-		r = &rate{starts: make([]time.Time, m.windows), bytes: make([]float64, m.windows)}
+		r = &rate{starts: make([]time.Time, m.windows), values: make([]float64, m.windows)}
 		r.starts[0] = now
 		m.rates[k] = r
 	}
 	m.advance(r, now)
-	r.bytes[r.cur] += float64(n)
+	r.values[r.cur] += v
 	r.last = now
 	m.sweep(now)
-	observed := m.value(r, now)
-	if limit <= 0 || observed <= limit {
-		return 0
-	}
-	span := time.Duration(m.windows) * m.windowSize
-	throttle := time.Duration((observed - limit) / limit * float64(span))
-	return min(throttle, span)
+	return m.value(r, now)
 }
 
 // advance moves r's current window forward to now, clearing the windows
@@ -93,32 +125,32 @@ func (m *Manager) advance(r *rate, now time.Time) {
 		next := r.starts[r.cur].Add(m.windowSize)
 		if now.Sub(next) >= time.Duration(m.windows)*m.windowSize {
 			next = now // idle for longer than all windows: start afresh
-			for i := range r.bytes {
-				r.bytes[i], r.starts[i] = 0, time.Time{}
+			for i := range r.values {
+				r.values[i], r.starts[i] = 0, time.Time{}
 			}
 		}
 		r.cur = (r.cur + 1) % m.windows
-		r.starts[r.cur], r.bytes[r.cur] = next, 0
+		r.starts[r.cur], r.values[r.cur] = next, 0
 	}
 }
 
-// value is the rate in bytes a second over the windows, over a span of at
-// least windows-1 windows, as Kafka's Rate measures it (so one burst at
-// the start does not look like a huge rate).
-func (m *Manager) value(r *rate, now time.Time) float64 {
+// value is the rate a second over the windows, and the span it is
+// measured over: at least windows-1 windows, as Kafka's Rate measures it
+// (so one burst at the start does not look like a huge rate).
+func (m *Manager) value(r *rate, now time.Time) (float64, time.Duration) {
 	var total float64
 	oldest := now
-	for i := range r.bytes {
+	for i := range r.values {
 		if r.starts[i].IsZero() {
 			continue
 		}
-		total += r.bytes[i]
+		total += r.values[i]
 		if r.starts[i].Before(oldest) {
 			oldest = r.starts[i]
 		}
 	}
 	elapsed := max(now.Sub(oldest), time.Duration(m.windows-1)*m.windowSize)
-	return total / elapsed.Seconds()
+	return total / elapsed.Seconds(), elapsed
 }
 
 // sweep forgets, now and then, rates idle for longer than all windows.

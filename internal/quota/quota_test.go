@@ -41,3 +41,58 @@ func TestManagerThrottles(t *testing.T) {
 		t.Fatalf("without a quota: throttled %v", d)
 	}
 }
+
+// TestRequestTime: request_percentage is the percentage of one thread an
+// entity's requests keep busy, over the same windows as the byte rates;
+// the throttle brings it back to the quota and is at most one window.
+func TestRequestTime(t *testing.T) {
+	now := time.Unix(1000, 0)
+	ms := time.Millisecond
+	cases := []struct {
+		name  string
+		limit float64
+		// handler times recorded 100 ms apart; the throttle after the last
+		handled []time.Duration
+		want    time.Duration
+	}{
+		// 10% of a thread over the 10-second minimum span is 1 s of
+		// handler time.
+		{"within", 10, []time.Duration{500 * ms, 500 * ms}, 0},
+		// 1.05 s: 10.5%, 5% over: 5% of the 10 s span.
+		{"just over", 10, []time.Duration{500 * ms, 550 * ms}, 500 * ms},
+		// 5 s: 50%, four times over; capped at one window.
+		{"capped at a window", 10, []time.Duration{5000 * ms}, time.Second},
+		// A quota over 100 is more than one thread's worth: 12 s of
+		// handler time in 10 s (requests on several connections at once)
+		// is within 150%.
+		{"several threads", 150, []time.Duration{6000 * ms, 6000 * ms}, 0},
+		{"no quota", 0, []time.Duration{time.Hour}, 0},
+	}
+	for _, c := range cases {
+		m := NewManager(11, time.Second)
+		var got time.Duration
+		for i, d := range c.handled {
+			got = m.RecordRequestTime("user=a", d, c.limit, now.Add(time.Duration(i)*100*ms))
+		}
+		if got != c.want {
+			t.Errorf("%s: throttled %v, want %v", c.name, got, c.want)
+		}
+	}
+
+	m := NewManager(11, time.Second)
+	if d := m.RecordRequestTime("user=a", 2*time.Second, 10, now); d != time.Second {
+		t.Fatalf("over the quota: throttled %v", d)
+	}
+	// The request rate is its own: the same entity's bytes and another
+	// entity's requests are not throttled by it.
+	if d := m.Record(ProducerByteRate, "user=a", 100, 1<<20, now); d != 0 {
+		t.Fatalf("bytes throttled by request time: %v", d)
+	}
+	if d := m.RecordRequestTime("user=b", time.Millisecond, 10, now); d != 0 {
+		t.Fatalf("another entity throttled %v", d)
+	}
+	// Once the windows have passed, the time is forgotten.
+	if d := m.RecordRequestTime("user=a", time.Millisecond, 10, now.Add(12*time.Second)); d != 0 {
+		t.Fatalf("after the windows: throttled %v", d)
+	}
+}
