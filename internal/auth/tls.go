@@ -1,7 +1,6 @@
 package auth
 
 import (
-	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -9,15 +8,26 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/strata-io/strata/internal/config"
 )
 
-// ErrEncryptedKey is returned for a PEM private key encrypted with a
-// password: Strata reads unencrypted keys only (protect the file instead).
-var ErrEncryptedKey = errors.New("auth: encrypted PEM private keys are not supported; store the key unencrypted and protect the file")
+// ErrLegacyEncryptedKey is returned for a private key encrypted in
+// OpenSSL's legacy PEM format ("Proc-Type: 4,ENCRYPTED" headers, RFC
+// 1423), which Kafka does not read either and Go deprecated as insecure.
+var ErrLegacyEncryptedKey = errors.New("auth: the private key is encrypted in the legacy PEM format (Proc-Type: 4,ENCRYPTED), which is not supported; convert it to encrypted PKCS#8 with `openssl pkcs8 -topk8 -v2 aes-256-cbc`")
+
+// ErrKeyNeedsPassword is returned for an encrypted private key when
+// ssl.key.password is not set.
+var ErrKeyNeedsPassword = errors.New("auth: the private key is encrypted (ENCRYPTED PRIVATE KEY) but ssl.key.password is not set")
+
+// ErrKeyNotEncrypted is returned when ssl.key.password is set but the
+// private key is not encrypted: Kafka's PEM key store then refuses the key
+// too, and a password that protects nothing is a misconfiguration.
+var ErrKeyNotEncrypted = errors.New("auth: ssl.key.password is set but the private key is not encrypted; unset ssl.key.password or encrypt the key (openssl pkcs8 -topk8 -v2 aes-256-cbc)")
 
 // TLSSettings are a listener's ssl.* keys, resolved with their
 // listener.name.<l>. overrides.
@@ -26,8 +36,9 @@ type TLSSettings struct {
 	// and the certificate chain. KeystoreChain and KeystoreKey are
 	// ssl.keystore.certificate.chain and ssl.keystore.key, inline.
 	KeystoreLocation, KeystoreChain, KeystoreKey string
-	// KeyPassword is ssl.key.password; a set password means the key is
-	// encrypted, which is refused.
+	// KeyPassword is ssl.key.password: set exactly when the private key
+	// is encrypted PKCS#8 ("ENCRYPTED PRIVATE KEY"), as Kafka's PEM key
+	// store requires.
 	KeyPassword string
 	// TruststoreLocation is ssl.truststore.location; TruststoreCerts
 	// ssl.truststore.certificates, inline. Both empty: the system roots.
@@ -140,7 +151,7 @@ func (st *TLSStore) load() (*tls.Config, error) {
 		chainPEM, keyPEM = data, data
 	}
 	if len(chainPEM) > 0 || len(keyPEM) > 0 {
-		cert, err := keyPair(chainPEM, keyPEM)
+		cert, err := keyPair(chainPEM, keyPEM, s.KeyPassword)
 		if err != nil {
 			return nil, err
 		}
@@ -164,19 +175,46 @@ func (st *TLSStore) load() (*tls.Config, error) {
 	return cfg, nil
 }
 
-// keyPair parses a certificate chain and a private key, refusing an
-// encrypted key with a clear error.
-func keyPair(chainPEM, keyPEM []byte) (tls.Certificate, error) {
-	if bytes.Contains(keyPEM, []byte("ENCRYPTED")) {
-		for rest := keyPEM; ; {
-			var b *pem.Block
-			if b, rest = pem.Decode(rest); b == nil {
-				break
-			}
-			if b.Type == "ENCRYPTED PRIVATE KEY" || b.Headers["Proc-Type"] != "" {
-				return tls.Certificate{}, ErrEncryptedKey
-			}
+// keyPair parses a certificate chain and a private key, decrypting an
+// encrypted PKCS#8 key with password.
+func keyPair(chainPEM, keyPEM []byte, password string) (tls.Certificate, error) {
+	var (
+		encrypted, plain *pem.Block
+		keys             int
+	)
+	for rest := keyPEM; ; {
+		var b *pem.Block
+		if b, rest = pem.Decode(rest); b == nil {
+			break
 		}
+		switch {
+		case b.Type == "ENCRYPTED PRIVATE KEY":
+			encrypted = b
+			keys++
+		case strings.HasSuffix(b.Type, "PRIVATE KEY"):
+			if b.Headers["Proc-Type"] != "" {
+				return tls.Certificate{}, ErrLegacyEncryptedKey
+			}
+			plain = b
+			keys++
+		}
+	}
+	if keys > 1 {
+		return tls.Certificate{}, fmt.Errorf("auth: the key store holds %d private keys, want one", keys)
+	}
+	switch {
+	case encrypted != nil && password == "":
+		return tls.Certificate{}, ErrKeyNeedsPassword
+	case plain != nil && password != "":
+		return tls.Certificate{}, ErrKeyNotEncrypted
+	case encrypted != nil:
+		der, err := DecryptPKCS8(encrypted.Bytes, []byte(password))
+		if err != nil {
+			return tls.Certificate{}, err
+		}
+		keyPEM = pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
+		clear(der)
+		defer clear(keyPEM)
 	}
 	cert, err := tls.X509KeyPair(chainPEM, keyPEM)
 	if err != nil {

@@ -60,8 +60,8 @@ func TestTLSStoreRefuses(t *testing.T) {
 	if err := os.WriteFile(encrypted, append(enc, pair.CertPEM...), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := NewTLSStore(TLSSettings{KeystoreLocation: encrypted}); !errors.Is(err, ErrEncryptedKey) {
-		t.Fatalf("encrypted key: %v", err)
+	if _, err := NewTLSStore(TLSSettings{KeystoreLocation: encrypted}); !errors.Is(err, ErrKeyNeedsPassword) {
+		t.Fatalf("encrypted key without ssl.key.password: %v", err)
 	}
 	if _, err := NewTLSStore(TLSSettings{KeystoreLocation: filepath.Join(dir, "missing.pem")}); err == nil {
 		t.Fatal("a missing key store was accepted")

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509/pkix"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/strata-io/strata/internal/auth"
+	"github.com/strata-io/strata/internal/config"
 	"github.com/strata-io/strata/internal/testutil/tlstest"
 )
 
@@ -209,4 +212,73 @@ func lastLine(s string) string {
 		return s[i+1:]
 	}
 	return s
+}
+
+// TestSSLEncryptedKey serves an SSL listener whose private key is
+// encrypted PKCS#8 (as `openssl pkcs8 -topk8 -v2 aes-256-cbc` writes it)
+// with ssl.key.password, to franz-go and kcat.
+func TestSSLEncryptedKey(t *testing.T) {
+	if _, err := exec.LookPath("openssl"); err != nil {
+		t.Skip("openssl is not installed (internal/auth's checked-in vectors cover the decoder)")
+	}
+	f := newTLSFixture(t)
+	const password = "broker key secret"
+	enc, err := exec.Command("openssl", "pkcs8", "-topk8", "-in", f.server.Key, "-v2", "aes-256-cbc",
+		"-v2prf", "hmacWithSHA256", "-passout", "pass:"+password).Output()
+	if err != nil {
+		t.Fatalf("openssl pkcs8: %v", err)
+	}
+	certPEM, err := os.ReadFile(f.server.Cert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keystore := filepath.Join(f.dir, "encrypted.pem")
+	if err := os.WriteFile(keystore, append(enc, certPEM...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	settings := f.brokerSettings("none")
+	settings["ssl.keystore.location"] = keystore
+	settings["ssl.key.password"] = password
+	b := startBroker(t, settings)
+	sslAddr := listenerAddr(t, b.Broker, "SSL")
+	createTopic(t, newAdmin(t, b.Addr()), "enc-key", 1, nil)
+
+	cl := newClient(t, sslAddr, kgo.DialTLSConfig(&tls.Config{RootCAs: f.ca.Pool(), ServerName: "127.0.0.1"}))
+	ctx := testContext(t)
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "enc-key", Value: []byte("franz")}).FirstErr(); err != nil {
+		t.Fatalf("franz-go produce over SSL with an encrypted broker key: %v", err)
+	}
+	if _, err := exec.LookPath("kcat"); err != nil {
+		t.Log("kcat not installed: franz-go only")
+		return
+	}
+	kctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	ssl := []string{"-b", sslAddr, "-X", "security.protocol=ssl", "-X", "ssl.ca.location=" + f.caFile}
+	prod := exec.CommandContext(kctx, "kcat", append(ssl, "-P", "-t", "enc-key")...)
+	prod.Stdin = strings.NewReader("kcat\n")
+	if out, err := prod.CombinedOutput(); err != nil {
+		t.Fatalf("kcat produce: %v: %s", err, out)
+	}
+	out, err := exec.CommandContext(kctx, "kcat", append(ssl, "-C", "-t", "enc-key", "-o", "beginning", "-e", "-q")...).Output()
+	if err != nil || string(out) != "franz\nkcat\n" {
+		t.Fatalf("kcat consume: %v: %q", err, out)
+	}
+
+	// A wrong ssl.key.password stops the broker from starting, naming why.
+	settings["ssl.key.password"] = "wrong"
+	settings["log.dirs"] = t.TempDir()
+	cfg, err := config.NewServer(settings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong, err := New(Options{Config: cfg, Logger: testLogger(t)})
+	if err == nil {
+		if err = wrong.Start(); err == nil {
+			wrong.Close()
+		}
+	}
+	if !errors.Is(err, auth.ErrKeyPassword) {
+		t.Fatalf("a broker with a wrong ssl.key.password: %v, want auth.ErrKeyPassword", err)
+	}
 }
