@@ -26,10 +26,12 @@ import (
 // to __transaction_state as deferred responses.
 //
 // AddPartitionsToTxn: v0-4 (v4+ batches transactions and has VerifyOnly,
-// KIP-890 part 1). AddOffsetsToTxn: v0-3. EndTxn: v0-3 (v4's
-// TRANSACTION_ABORTABLE and v5's epoch bump per transaction, KIP-890 part
-// 2, are not offered). WriteTxnMarkers: v0-1, from coordinators to
-// partition leaders.
+// KIP-890 part 1). AddOffsetsToTxn: v0-3. EndTxn: v0-5 (v5 is
+// transactions version 2, KIP-890 part 2: the coordinator bumps the
+// producer epoch at every transaction end and answers the producer id and
+// epoch to go on with; v4 only adds TRANSACTION_ABORTABLE, which the
+// coordinator does not answer EndTxn). WriteTxnMarkers: v0-1, from
+// coordinators to partition leaders.
 //
 // Behavior:
 // * PRODUCER_FENCED is answered as INVALID_PRODUCER_EPOCH to versions that
@@ -37,7 +39,7 @@ import (
 func init() {
 	register(kmsg.AddPartitionsToTxn.Int16(), 0, 4, (*Broker).handleAddPartitionsToTxn)
 	register(kmsg.AddOffsetsToTxn.Int16(), 0, 3, (*Broker).handleAddOffsetsToTxn)
-	register(kmsg.EndTxn.Int16(), 0, 3, (*Broker).handleEndTxn)
+	register(kmsg.EndTxn.Int16(), 0, 5, (*Broker).handleEndTxn)
 	register(kmsg.WriteTxnMarkers.Int16(), 0, 1, (*Broker).handleWriteTxnMarkers)
 	register(kmsg.TxnOffsetCommit.Int16(), 0, 3, (*Broker).handleTxnOffsetCommit)
 }
@@ -267,11 +269,17 @@ func (b *Broker) handleEndTxn(ctx context.Context, _ *wire.Conn, req *wire.Reque
 	r := req.Body.(*kmsg.EndTxnRequest)
 	resp := r.ResponseKind().(*kmsg.EndTxnResponse)
 	return wire.Response{Deferred: func() wire.Response {
-		_, _, err := b.txns.EndTxn(ctx, r.TransactionalID, r.ProducerID, r.ProducerEpoch, r.Commit)
+		id, epoch, err := b.txns.EndTxn(ctx, txn.EndTxnRequest{TransactionalID: r.TransactionalID,
+			ProducerID: r.ProducerID, ProducerEpoch: r.ProducerEpoch, Commit: r.Commit, V2: r.Version >= 5})
 		if err != nil {
+			if errors.Is(err, producer.ErrIDsUnavailable) {
+				err = fmt.Errorf("%w: %v", kerr.CoordinatorLoadInProgress, err)
+			}
 			b.logger.Debug("EndTxn", "transactional.id", r.TransactionalID, "commit", r.Commit, "err", err)
+			id, epoch = -1, -1
 		}
 		resp.ErrorCode = fencedCode(err, r.Version, 2)
+		resp.ProducerID, resp.ProducerEpoch = id, epoch
 		return respond(resp)
 	}}
 }

@@ -475,21 +475,39 @@ func (c *Coordinator) AddPartitions(ctx context.Context, id string, producerID i
 // decision is written.
 const completionWait = 5 * time.Second
 
-// EndTxn answers EndTxn. The transaction is decided once its PrepareCommit
+// EndTxn answers EndTxn with the producer id and epoch the producer goes
+// on with (the request's with transactions v1; with v2, r.V2, the bumped
+// epoch or a new id). The transaction is decided once its PrepareCommit
 // or PrepareAbort is written; the answer then also waits (up to
 // completionWait) for the markers and the Complete record, so that the
 // producer's next transaction does not start with CONCURRENT_TRANSACTIONS
 // and a retry backoff (Kafka answers at once).
-func (c *Coordinator) EndTxn(ctx context.Context, id string, producerID int64, epoch int16, commit bool) (int64, int16, error) {
+func (c *Coordinator) EndTxn(ctx context.Context, r EndTxnRequest) (int64, int16, error) {
+	r.FreshProducerID = -1
 	var done chan struct{}
-	res := c.doShard(ctx, id, func(s *shard, m *Machine, nowMs int64) Result {
-		r := m.EndTxn(id, producerID, epoch, commit, nowMs)
-		if r.Err == nil && r.Write != nil {
-			done = make(chan struct{})
-			s.completions[id] = append(s.completions[id], done)
+	var res Result
+	for range 2 {
+		res = c.doShard(ctx, r.TransactionalID, func(s *shard, m *Machine, nowMs int64) Result {
+			r.NowMs = nowMs
+			res := m.EndTxn(r)
+			if res.Err == nil && res.Write != nil {
+				done = make(chan struct{})
+				s.completions[r.TransactionalID] = append(s.completions[r.TransactionalID], done)
+			}
+			return res
+		})
+		if !res.NeedProducerID {
+			break
 		}
-		return r
-	})
+		id, err := c.deps.NewProducerID()
+		if err != nil {
+			return -1, -1, err
+		}
+		r.FreshProducerID = id
+	}
+	if res.NeedProducerID {
+		return -1, -1, fmt.Errorf("%w: no producer id", kerr.ConcurrentTransactions)
+	}
 	if res.Err == nil && done != nil {
 		t := time.NewTimer(completionWait)
 		defer t.Stop()

@@ -32,9 +32,14 @@
 //	                 CONCURRENT_TRANSACTIONS; the client retries
 //	AddPartitions    Empty|Complete* → Ongoing (start time), Ongoing → Ongoing
 //	EndTxn           Ongoing → PrepareCommit|PrepareAbort; answered once
-//	                 written; markers go out
+//	                 written; markers go out. With transactions v2
+//	                 (EndTxn v5+) at epoch+1 (a new producer id, held in
+//	                 NextProducerID, when the epoch is exhausted), and
+//	                 Empty|Complete* → PrepareAbort, epoch+1, for an
+//	                 abort of nothing
 //	markers written  PrepareCommit → CompleteCommit, PrepareAbort →
-//	                 CompleteAbort, partitions cleared
+//	                 CompleteAbort, partitions cleared; a v2 rotation
+//	                 moves to NextProducerID at epoch 0
 //	Tick             Ongoing past its timeout → PrepareAbort, epoch+1;
 //	                 idle past transactional.id.expiration.ms → Dead (tombstone)
 //
@@ -54,7 +59,10 @@
 //	                              timeout, state, topics     PrepareCommit 2, PrepareAbort 3,
 //	                              and partitions, last       CompleteCommit 4, CompleteAbort 5
 //	                              update and start times,
-//	                              tag 0: previous producer id
+//	                              tag 0: previous producer id,
+//	                              tag 1: next producer id,
+//	                              tag 2: client's transactions
+//	                              version
 //	TxnMetadataKey v0            nil (tombstone)            the id expired (Dead)
 //
 // The last record of an id wins on load, as compaction makes true on disk.
@@ -67,9 +75,10 @@
 //     decision is: the producer's next AddPartitionsToTxn then finds the
 //     id ready instead of getting CONCURRENT_TRANSACTIONS and backing off.
 //     The decision is durable at the same point as in Kafka.
-//   - Transactions version 2 (KIP-890 part 2: an epoch bump per
-//     transaction, EndTxn v5+ and Produce v12+) is not implemented; the
-//     broker advertises EndTxn up to v4.
+//   - Transactions version 2 (KIP-890 part 2) is decided per request, by
+//     its version (EndTxn v5+), as Kafka's KafkaApis does; an
+//     InitProducerId or timeout fence of an ongoing transaction bumps the
+//     epoch once, whatever the version (Kafka after KAFKA-19367).
 //   - A failed write of an epoch fence is simply dropped (Kafka remembers
 //     hasFailedEpochFence); the next timeout tick or InitProducerId fences
 //     again.

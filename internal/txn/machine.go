@@ -248,6 +248,13 @@ func (m *Machine) MarkersWritten(mk Markers, nowMs int64) *Write {
 	next.State = done
 	next.Partitions = nil
 	next.LastUpdateMs = nowMs
+	if t.NextProducerID >= 0 {
+		// A v2 end at an exhausted epoch: the markers closed the
+		// transaction at the old id; the producer goes on at the new
+		// one, and a retry names the old one with its last epoch.
+		next.PreviousProducerID, next.ProducerID, next.ProducerEpoch = t.ProducerID, t.NextProducerID, 0
+		next.NextProducerID = -1
+	}
 	return m.prepare(t, next)
 }
 
@@ -284,7 +291,7 @@ func (m *Machine) InitProducerID(r InitProducerIDRequest) Result {
 			return Result{NeedProducerID: true}
 		}
 		t = &Metadata{
-			TransactionalID: r.TransactionalID, ProducerID: r.FreshProducerID, PreviousProducerID: -1,
+			TransactionalID: r.TransactionalID, ProducerID: r.FreshProducerID, PreviousProducerID: -1, NextProducerID: -1,
 			ProducerEpoch: -1, LastProducerEpoch: -1, TimeoutMs: r.TimeoutMs, State: Empty,
 			StartMs: -1, LastUpdateMs: r.NowMs,
 		}
@@ -414,33 +421,50 @@ func (m *Machine) AddPartitions(id string, producerID int64, epoch int16, tps []
 	return Result{Write: m.prepare(t, next)}, nil
 }
 
-// EndTxn is Kafka's endTransaction from a client (transactions v1: the
-// epoch is not bumped per transaction). A retry of a completed EndTxn
-// succeeds; one still sending markers gets CONCURRENT_TRANSACTIONS.
-func (m *Machine) EndTxn(id string, producerID int64, epoch int16, commit bool, nowMs int64) Result {
-	if id == "" {
+// EndTxnRequest is EndTxn from a client.
+type EndTxnRequest struct {
+	TransactionalID string
+	ProducerID      int64
+	ProducerEpoch   int16
+	Commit          bool
+	// V2 is set for EndTxn v5+ (transactions version 2, KIP-890 part
+	// 2): the epoch is bumped at every transaction end.
+	V2 bool
+	// FreshProducerID is a never used producer id when the edge was asked
+	// for one (Result.NeedProducerID), -1 otherwise.
+	FreshProducerID int64
+	NowMs           int64
+}
+
+// EndTxn is Kafka's endTransaction from a client. A retry of a completed
+// EndTxn succeeds; one still sending markers gets CONCURRENT_TRANSACTIONS.
+//
+// Transactions v1 (EndTxn before v5) keep the epoch. With v2 the
+// transaction ends at epoch+1, the epoch the markers carry and the
+// producer's next transaction uses (the result's, which EndTxn v5
+// answers); an exhausted epoch ends at a new producer id instead, as
+// Kafka's prepareAbortOrCommit and prepareComplete do. So the previous
+// transaction's epoch is fenced: a late EndTxn or produce of it cannot
+// end or join the next one.
+func (m *Machine) EndTxn(r EndTxnRequest) Result {
+	if r.TransactionalID == "" {
 		return fail(kerr.InvalidRequest, "empty transactional id")
 	}
+	if r.V2 {
+		return m.endTxnV2(r)
+	}
+	id, commit := r.TransactionalID, r.Commit
 	t := m.txns[id]
-	if err := check(t, id, producerID, epoch); err != nil {
+	if err := check(t, id, r.ProducerID, r.ProducerEpoch); err != nil {
 		return Result{Err: err, ProducerID: -1, ProducerEpoch: -1}
 	}
 	if t.pending != nil {
 		return fail(kerr.ConcurrentTransactions, "%q has a transition being written", id)
 	}
 	ok := Result{ProducerID: t.ProducerID, ProducerEpoch: t.ProducerEpoch}
-	invalid := func() Result {
-		return fail(kerr.InvalidTxnState, "%q is %v; EndTxn(commit=%v)", id, t.State, commit)
-	}
 	switch t.State {
 	case Ongoing:
-		next := t.clone()
-		next.State = PrepareAbort
-		if commit {
-			next.State = PrepareCommit
-		}
-		next.LastUpdateMs = nowMs
-		ok.Write = m.prepare(t, next)
+		ok.Write = m.prepareEnd(t, commit, false, false, -1, r.NowMs)
 		return ok
 	case CompleteCommit:
 		if commit {
@@ -450,16 +474,103 @@ func (m *Machine) EndTxn(id string, producerID int64, epoch int16, commit bool, 
 		if !commit {
 			return ok
 		}
-	case PrepareCommit:
-		if commit {
-			return fail(kerr.ConcurrentTransactions, "%q is committing", id)
-		}
-	case PrepareAbort:
-		if !commit {
-			return fail(kerr.ConcurrentTransactions, "%q is aborting", id)
+	case PrepareCommit, PrepareAbort:
+		if commit == (t.State == PrepareCommit) {
+			return fail(kerr.ConcurrentTransactions, "%q is %v", id, t.State)
 		}
 	}
-	return invalid()
+	return fail(kerr.InvalidTxnState, "%q is %v; EndTxn(commit=%v)", id, t.State, commit)
+}
+
+// endTxnV2 is EndTxn v5+: Kafka's endTransaction with a client at
+// transactions version 2. With the epoch bumped at every end, the
+// request's epoch tells a retry (the epoch just ended, one below the
+// current, or the last epoch of the previous producer id after a
+// rotation) from the next transaction's EndTxn (the current epoch), so
+// the state alone no longer decides, and anything else is fenced.
+func (m *Machine) endTxnV2(r EndTxnRequest) Result {
+	id, commit := r.TransactionalID, r.Commit
+	t := m.txns[id]
+	switch {
+	case t == nil:
+		return fail(kerr.InvalidProducerIDMapping, "no producer id for %q", id)
+	case t.pending != nil:
+		// First, so that a completion being written is not taken for
+		// a fence (KAFKA-18464).
+		return fail(kerr.ConcurrentTransactions, "%q has a transition being written", id)
+	}
+	retryOnOverflow := t.PreviousProducerID == r.ProducerID && r.ProducerEpoch == 1<<15-2 && t.ProducerEpoch == 0
+	retryOnBump := t.ProducerID == r.ProducerID && int32(t.ProducerEpoch) == int32(r.ProducerEpoch)+1
+	if t.ProducerID != r.ProducerID && !retryOnOverflow {
+		return fail(kerr.InvalidProducerIDMapping, "producer id %d is not %q's (%d)", r.ProducerID, id, t.ProducerID)
+	}
+	var valid bool
+	switch t.State {
+	case Ongoing, Empty:
+		valid = r.ProducerEpoch == t.ProducerEpoch
+	case PrepareCommit, PrepareAbort:
+		valid = retryOnBump
+	case CompleteCommit, CompleteAbort:
+		valid = retryOnBump || retryOnOverflow || r.ProducerEpoch == t.ProducerEpoch
+	}
+	if !valid {
+		return fail(kerr.ProducerFenced, "epoch %d, %q is at %d (%v)", r.ProducerEpoch, id, t.ProducerEpoch, t.State)
+	}
+	retry := retryOnBump || retryOnOverflow
+	end := func(commit, empty bool) Result {
+		next := int64(-1)
+		if epochExhausted(t.ProducerEpoch) {
+			if r.FreshProducerID < 0 {
+				return Result{NeedProducerID: true}
+			}
+			next = r.FreshProducerID
+		}
+		w := m.prepareEnd(t, commit, true, empty, next, r.NowMs)
+		res := Result{ProducerID: w.next.ProducerID, ProducerEpoch: w.next.ProducerEpoch, Write: w}
+		if next >= 0 {
+			res.ProducerID, res.ProducerEpoch = next, 0
+		}
+		return res
+	}
+	done := Result{ProducerID: t.ProducerID, ProducerEpoch: t.ProducerEpoch}
+	switch {
+	case t.State == Ongoing:
+		return end(commit, false)
+	case t.State == CompleteCommit && commit && retry, t.State == CompleteAbort && !commit && retry:
+		return done
+	case (t.State == CompleteCommit || t.State == CompleteAbort || t.State == Empty) && !commit && !retry:
+		// Aborting an empty transaction is allowed with v2: it bumps
+		// the epoch, fencing whatever the client may have sent.
+		return end(false, true)
+	case (t.State == PrepareCommit && commit) || (t.State == PrepareAbort && !commit):
+		return fail(kerr.ConcurrentTransactions, "%q is %v", id, t.State)
+	}
+	return fail(kerr.InvalidTxnState, "%q is %v at epoch %d; EndTxn(commit=%v) at epoch %d", id, t.State, t.ProducerEpoch, commit, r.ProducerEpoch)
+}
+
+// prepareEnd moves t to PrepareCommit or PrepareAbort. With v2 the
+// epoch is bumped (nextProducerID ≥ 0 when it is exhausted: the id the
+// transaction completes at), and empty marks an abort with no partitions,
+// whose transaction starts now.
+func (m *Machine) prepareEnd(t *Metadata, commit, v2, empty bool, nextProducerID int64, nowMs int64) *Write {
+	next := t.clone()
+	next.State = PrepareAbort
+	if commit {
+		next.State = PrepareCommit
+	}
+	if v2 {
+		next.ClientTransactionVersion = 2
+		next.LastProducerEpoch = t.ProducerEpoch
+		if next.ProducerEpoch < 1<<15-1 {
+			next.ProducerEpoch++
+		}
+		next.NextProducerID = nextProducerID
+	}
+	if empty {
+		next.StartMs = nowMs
+	}
+	next.LastUpdateMs = nowMs
+	return m.prepare(t, next)
 }
 
 // Tick runs the coordinator's periodic work at nowMs: ongoing transactions

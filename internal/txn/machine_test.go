@@ -19,7 +19,7 @@ import (
 //
 //	init id=ID timeout=MS [pid=P epoch=E] [fresh=P] now=T
 //	add id=ID pid=P epoch=E parts=(t/0,u/1) [verify] now=T
-//	end id=ID pid=P epoch=E commit|abort now=T
+//	end id=ID pid=P epoch=E commit|abort [v2] [fresh=P] now=T   v2: EndTxn v5+
 //	written id=ID [error=NAME]      commit (or fail) the id's oldest pending write
 //	markers-done id=ID now=T         the markers of the id's last marker set are in
 //	tick now=T [abort] [remove]
@@ -92,7 +92,9 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		}
 	case "end":
 		_, commit := args["commit"]
-		h.result(&out, h.m.EndTxn(id, num("pid", -1), int16(num("epoch", -1)), commit, num("now", 0)))
+		_, v2 := args["v2"]
+		h.result(&out, h.m.EndTxn(EndTxnRequest{TransactionalID: id, ProducerID: num("pid", -1), ProducerEpoch: int16(num("epoch", -1)),
+			Commit: commit, V2: v2, FreshProducerID: num("fresh", -1), NowMs: num("now", 0)}))
 	case "written":
 		q := h.pending[id]
 		if len(q) == 0 {
@@ -205,8 +207,16 @@ func fmtMetadata(md *Metadata) string {
 	for i, tp := range md.Partitions {
 		parts[i] = fmt.Sprintf("%s/%d", tp.Topic, tp.Partition)
 	}
-	return fmt.Sprintf("%s %v pid=%d epoch=%d timeout=%d parts=(%s) start=%d updated=%d",
+	s := fmt.Sprintf("%s %v pid=%d epoch=%d timeout=%d parts=(%s) start=%d updated=%d",
 		md.TransactionalID, md.State, md.ProducerID, md.ProducerEpoch, md.TimeoutMs, strings.Join(parts, ","), md.StartMs, md.LastUpdateMs)
+	// Transactions v2's fields, when set.
+	if md.NextProducerID >= 0 {
+		s += fmt.Sprintf(" next-pid=%d", md.NextProducerID)
+	}
+	if md.ClientTransactionVersion != 0 {
+		s += fmt.Sprintf(" tv=%d", md.ClientTransactionVersion)
+	}
+	return s
 }
 
 func fmtMarkers(mk Markers) string {

@@ -20,12 +20,15 @@ func encodeKey(id string) []byte {
 }
 
 // encodeValue is the TxnMetadataValue of m: version 1 (flexible, with the
-// previous producer id as tag 0), as Kafka 4 writes it.
+// previous producer id as tag 0, the next one as tag 1 and the client's
+// transactions version as tag 2), as Kafka 4 writes it.
 func encodeValue(m *Metadata) []byte {
 	v := kmsg.NewTxnMetadataValue()
 	v.Version = 1
 	v.ProducerID = m.ProducerID
 	v.PreviousProducerID = m.PreviousProducerID
+	v.NextProducerID = m.NextProducerID
+	v.ClientTransactionVersion = m.ClientTransactionVersion
 	v.ProducerEpoch = m.ProducerEpoch
 	v.TimeoutMillis = m.TimeoutMs
 	v.State = kmsg.TransactionState(m.State)
@@ -81,12 +84,15 @@ func decodeValue(id string, value []byte) (*Metadata, error) {
 		TransactionalID:    id,
 		ProducerID:         v.ProducerID,
 		PreviousProducerID: v.PreviousProducerID,
+		NextProducerID:     v.NextProducerID,
 		ProducerEpoch:      v.ProducerEpoch,
 		LastProducerEpoch:  -1,
 		TimeoutMs:          v.TimeoutMillis,
 		State:              st,
 		StartMs:            v.StartTimestamp,
 		LastUpdateMs:       v.LastUpdateTimestamp,
+
+		ClientTransactionVersion: v.ClientTransactionVersion,
 	}
 	var tps []TopicPartition
 	for _, t := range v.Topics {

@@ -49,7 +49,7 @@ var validPrevious = map[State][]State{
 	Empty:             {Empty, CompleteCommit, CompleteAbort},
 	Ongoing:           {Ongoing, Empty, CompleteCommit, CompleteAbort},
 	PrepareCommit:     {Ongoing},
-	PrepareAbort:      {Ongoing, PrepareEpochFence},
+	PrepareAbort:      {Ongoing, PrepareEpochFence, Empty, CompleteCommit, CompleteAbort}, // the last three: v2's empty abort
 	CompleteCommit:    {PrepareCommit},
 	CompleteAbort:     {PrepareAbort},
 	Dead:              {Empty, CompleteAbort, CompleteCommit},
@@ -75,14 +75,24 @@ type Metadata struct {
 	TransactionalID string
 	ProducerID      int64
 	// PreviousProducerID is the id before the last rotation (epoch
-	// exhausted), so that a retried InitProducerId is recognised; -1.
+	// exhausted), so that a retried InitProducerId or EndTxn is
+	// recognised; -1.
 	PreviousProducerID int64
-	ProducerEpoch      int16
+	// NextProducerID is the id a transactions-v2 EndTxn rotated to
+	// because the epoch was exhausted: the transaction ends (markers) at
+	// ProducerID and the id becomes NextProducerID, at epoch 0, once it
+	// is complete; -1 otherwise.
+	NextProducerID int64
+	ProducerEpoch  int16
 	// LastProducerEpoch is the epoch before the last bump, for KIP-360
 	// retries of InitProducerId; -1.
 	LastProducerEpoch int16
 	TimeoutMs         int32
 	State             State
+	// ClientTransactionVersion is the transactions version of the
+	// client's last EndTxn or implicit add: 2 once it bumps the epoch
+	// per transaction (EndTxn v5+, Produce v12+), 0 before.
+	ClientTransactionVersion int16
 	// Partitions are the transaction's partitions, sorted.
 	Partitions []TopicPartition
 	// StartMs is when the transaction went Ongoing (-1 when none), and

@@ -1,0 +1,180 @@
+package broker
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-io/strata/internal/testutil/poll"
+	"github.com/strata-io/strata/internal/txn"
+)
+
+// rawTxn drives one transactional id with raw kmsg requests over real
+// connections, one request per connection, at versions the test picks.
+type rawTxn struct {
+	t     *testing.T
+	addr  string
+	id    string
+	topic string
+	pid   int64
+	epoch int16
+}
+
+// newRawTxn finds the coordinator (which creates __transaction_state)
+// and initializes the transactional id.
+func newRawTxn(t *testing.T, addr, id, topic string) *rawTxn {
+	t.Helper()
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.Version, fc.CoordinatorType, fc.CoordinatorKeys = 4, 1, []string{id}
+	poll.UntilStatus(t, 30*time.Second, "the transaction coordinator is found", func() (bool, string) {
+		resp := rawRequest(t, addr, fc).(*kmsg.FindCoordinatorResponse)
+		return resp.Coordinators[0].ErrorCode == 0, fmt.Sprint(kerr.ErrorForCode(resp.Coordinators[0].ErrorCode))
+	})
+	r := &rawTxn{t: t, addr: addr, id: id, topic: topic}
+	init := kmsg.NewPtrInitProducerIDRequest()
+	init.Version, init.TransactionalID, init.TransactionTimeoutMillis = 5, kmsg.StringPtr(id), 60_000
+	poll.UntilStatus(t, 30*time.Second, "InitProducerId succeeds", func() (bool, string) {
+		resp := rawRequest(t, addr, init).(*kmsg.InitProducerIDResponse)
+		r.pid, r.epoch = resp.ProducerID, resp.ProducerEpoch
+		return resp.ErrorCode == 0, fmt.Sprint(kerr.ErrorForCode(resp.ErrorCode))
+	})
+	return r
+}
+
+// add is a client's AddPartitionsToTxn v3 of partition 0 at epoch.
+func (r *rawTxn) add(epoch int16) int16 {
+	req := kmsg.NewPtrAddPartitionsToTxnRequest()
+	req.Version, req.TransactionalID, req.ProducerID, req.ProducerEpoch = 3, r.id, r.pid, epoch
+	rt := kmsg.NewAddPartitionsToTxnRequestTopic()
+	rt.Topic, rt.Partitions = r.topic, []int32{0}
+	req.Topics = []kmsg.AddPartitionsToTxnRequestTopic{rt}
+	resp := rawRequest(r.t, r.addr, req).(*kmsg.AddPartitionsToTxnResponse)
+	return resp.Topics[0].Partitions[0].ErrorCode
+}
+
+// produce sends n transactional records to partition 0 at epoch and
+// sequence seq, at Produce version.
+func (r *rawTxn) produce(version int16, epoch int16, seq int32, n int) int16 {
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis = version, -1, 10_000
+	req.TransactionID = kmsg.StringPtr(r.id)
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = r.topic
+	part := kmsg.NewProduceRequestTopicPartition()
+	part.Records = txnBatch(n, r.pid, epoch, seq)
+	rt.Partitions = append(rt.Partitions, part)
+	req.Topics = append(req.Topics, rt)
+	resp := rawRequest(r.t, r.addr, req).(*kmsg.ProduceResponse)
+	return resp.Topics[0].Partitions[0].ErrorCode
+}
+
+// end sends EndTxn at version and epoch.
+func (r *rawTxn) end(version int16, epoch int16, commit bool) *kmsg.EndTxnResponse {
+	req := kmsg.NewPtrEndTxnRequest()
+	req.Version, req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = version, r.id, r.pid, epoch, commit
+	return rawRequest(r.t, r.addr, req).(*kmsg.EndTxnResponse)
+}
+
+// wantCode fails the test unless got is want's code (nil: no error).
+func wantCode(t *testing.T, what string, got int16, want *kerr.Error) {
+	t.Helper()
+	var code int16
+	if want != nil {
+		code = want.Code
+	}
+	if got != code {
+		t.Fatalf("%s: %v, want %v", what, kerr.ErrorForCode(got), want)
+	}
+}
+
+// TestEndTxnV5FencesTheLastTransaction is KIP-890 part 2 over raw
+// requests: EndTxn v5 ends each transaction at a bumped epoch, which it
+// answers and the markers carry. KAFKA-17754's late requests of the
+// previous transaction, an EndTxn and a produce at its epoch, arriving
+// while the next transaction is open, are fenced and change nothing: the
+// next transaction commits exactly its own records.
+func TestEndTxnV5FencesTheLastTransaction(t *testing.T) {
+	tb := startBroker(t, txnSettings)
+	createTopic(t, newAdmin(t, tb.Addr()), "bump", 1, nil)
+	r := newRawTxn(t, tb.Addr(), "bump", "bump")
+	first := r.epoch
+
+	// The first transaction: two records, committed with v5.
+	wantCode(t, "AddPartitionsToTxn", r.add(first), nil)
+	wantCode(t, "produce", r.produce(11, first, 0, 2), nil)
+	resp := r.end(5, first, true)
+	wantCode(t, "EndTxn v5", resp.ErrorCode, nil)
+	if resp.ProducerID != r.pid || resp.ProducerEpoch != first+1 {
+		t.Fatalf("EndTxn v5 answered producer %d epoch %d, want %d epoch %d", resp.ProducerID, resp.ProducerEpoch, r.pid, first+1)
+	}
+	// Its retry succeeds with the same answer; the opposite decision at
+	// the ended epoch is refused.
+	resp = r.end(5, first, true)
+	wantCode(t, "retried EndTxn v5", resp.ErrorCode, nil)
+	if resp.ProducerEpoch != first+1 {
+		t.Fatalf("retried EndTxn v5 answered epoch %d, want %d", resp.ProducerEpoch, first+1)
+	}
+	wantCode(t, "abort at the committed epoch", r.end(5, first, false).ErrorCode, kerr.InvalidTxnState)
+	rp, _ := tb.partition("bump", 0)
+	poll.Until(t, 30*time.Second, "the commit marker is written", func() bool { return rp.LastStableOffset() == rp.HighWatermark() })
+	markerEpoch := func() int16 {
+		ps, err := rp.ActiveProducers()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range ps {
+			if p.ProducerID == r.pid {
+				return p.ProducerEpoch
+			}
+		}
+		return -1
+	}
+	if e := markerEpoch(); e != first+1 {
+		t.Fatalf("the partition has the producer at epoch %d after the marker, want %d", e, first+1)
+	}
+
+	// A late produce of the first transaction before the next one writes
+	// here: the coordinator fences it, and no transaction opens.
+	wantCode(t, "late produce, no transaction open", r.produce(11, first, 2, 1), kerr.InvalidProducerEpoch)
+	if lso, hw := rp.LastStableOffset(), rp.HighWatermark(); lso != hw {
+		t.Fatalf("last stable offset %d held back below the high watermark %d", lso, hw)
+	}
+
+	// The next transaction, at the new epoch, sequences from 0.
+	next := first + 1
+	wantCode(t, "AddPartitionsToTxn", r.add(next), nil)
+	wantCode(t, "produce", r.produce(11, next, 0, 3), nil)
+	// The late EndTxn of the first transaction, either way, and a late
+	// produce at its epoch into the open transaction: fenced.
+	wantCode(t, "late EndTxn abort", r.end(5, first, false).ErrorCode, kerr.ProducerFenced)
+	wantCode(t, "late EndTxn commit", r.end(5, first, true).ErrorCode, kerr.ProducerFenced)
+	wantCode(t, "late EndTxn v1", r.end(1, first, false).ErrorCode, kerr.InvalidProducerEpoch)
+	wantCode(t, "late produce into the open transaction", r.produce(11, first, 2, 1), kerr.InvalidProducerEpoch)
+	if md, err := tb.txns.Describe("bump"); err != nil || md.State != txn.Ongoing || md.ProducerEpoch != next {
+		t.Fatalf("after the late requests: %+v %v, want Ongoing at epoch %d", md, err, next)
+	}
+
+	resp = r.end(5, next, true)
+	wantCode(t, "EndTxn v5", resp.ErrorCode, nil)
+	if resp.ProducerEpoch != next+1 {
+		t.Fatalf("EndTxn v5 answered epoch %d, want %d", resp.ProducerEpoch, next+1)
+	}
+	// Both transactions' records, and nothing else.
+	poll.Until(t, 30*time.Second, "the commit marker is written", func() bool { return rp.LastStableOffset() == rp.HighWatermark() })
+	consumeCommitted(t, tb.Addr(), 5, "bump")
+	if hw := rp.HighWatermark(); hw != 2+1+3+1 {
+		t.Fatalf("high watermark %d, want 7 (5 records, 2 markers)", hw)
+	}
+
+	// An abort with nothing in the transaction bumps the epoch with v5; a
+	// commit of nothing is refused.
+	wantCode(t, "empty commit", r.end(5, next+1, true).ErrorCode, kerr.InvalidTxnState)
+	resp = r.end(5, next+1, false)
+	wantCode(t, "empty abort", resp.ErrorCode, nil)
+	if resp.ProducerEpoch != next+2 {
+		t.Fatalf("empty abort answered epoch %d, want %d", resp.ProducerEpoch, next+2)
+	}
+}
