@@ -641,26 +641,40 @@ func splitNames(names []string, ok func(string) bool) (denied, kept []string) {
 	return denied, kept
 }
 
+// authorizeCreateTopics is Kafka's ControllerApis.createTopics: CREATE on
+// the cluster or on the topic lets a topic through (to be created, or
+// answered TOPIC_ALREADY_EXISTS: Kafka does not ask for DESCRIBE there);
+// without it the topic is TOPIC_AUTHORIZATION_FAILED whether it exists or
+// not. A created topic's configuration, partition count and replication
+// factor are returned only with DESCRIBE_CONFIGS on it; otherwise
+// ConfigErrorCode is TOPIC_AUTHORIZATION_FAILED.
 func authorizeCreateTopics(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 	r := req.Body.(*kmsg.CreateTopicsRequest)
-	if a.cluster(auth.OpCreate) {
-		return next(b, ctx, c, req)
-	}
+	clusterCreate := a.cluster(auth.OpCreate)
 	var denied []string
+	hideConfigs := map[string]bool{}
 	kept := r.Topics[:0:0]
 	for _, t := range r.Topics {
-		if a.topic(auth.OpCreate, t.Topic) {
-			kept = append(kept, t)
-		} else {
+		if !clusterCreate && !a.topic(auth.OpCreate, t.Topic) {
 			denied = append(denied, t.Topic)
+			continue
+		}
+		kept = append(kept, t)
+		if !a.topic(auth.OpDescribeConfigs, t.Topic) {
+			hideConfigs[t.Topic] = true
 		}
 	}
-	if len(denied) == 0 {
+	if len(denied) == 0 && len(hideConfigs) == 0 {
 		return next(b, ctx, c, req)
 	}
 	r.Topics = kept
 	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) {
 		resp := body.(*kmsg.CreateTopicsResponse)
+		for i := range resp.Topics {
+			if t := &resp.Topics[i]; hideConfigs[t.Topic] && t.ErrorCode == 0 {
+				t.ConfigErrorCode, t.NumPartitions, t.ReplicationFactor, t.Configs = topicDenied, -1, -1, nil
+			}
+		}
 		for _, name := range denied {
 			t := kmsg.NewCreateTopicsResponseTopic()
 			t.Topic, t.ErrorCode, t.NumPartitions, t.ReplicationFactor = name, topicDenied, -1, -1

@@ -285,6 +285,22 @@ func TestACLMatrix(t *testing.T) {
 			r.Topics, r.TimeoutMillis = append(r.Topics, ct), 10000
 			return r
 		}, kerr.TopicAuthorizationFailed, false},
+		{"CreateTopics with topic CREATE", topicACL("created-t", kadm.OpCreate), func() kmsg.Request {
+			r := kmsg.NewPtrCreateTopicsRequest()
+			ct := kmsg.NewCreateTopicsRequestTopic()
+			ct.Topic, ct.NumPartitions, ct.ReplicationFactor = "created-t", 1, 1
+			r.Topics, r.TimeoutMillis = append(r.Topics, ct), 10000
+			return r
+		}, kerr.TopicAuthorizationFailed, false},
+		// An existing topic: TOPIC_AUTHORIZATION_FAILED without CREATE,
+		// TOPIC_ALREADY_EXISTS with it (see TestACLCreateTopicsExistence).
+		{"CreateTopics existing with topic CREATE", topicACL("t2", kadm.OpCreate), func() kmsg.Request {
+			r := kmsg.NewPtrCreateTopicsRequest()
+			ct := kmsg.NewCreateTopicsRequestTopic()
+			ct.Topic, ct.NumPartitions, ct.ReplicationFactor = "t2", 1, 1
+			r.Topics, r.TimeoutMillis = append(r.Topics, ct), 10000
+			return r
+		}, kerr.TopicAuthorizationFailed, false},
 		{"DeleteTopics", topicACL("del", kadm.OpDelete), func() kmsg.Request {
 			r := kmsg.NewPtrDeleteTopicsRequest()
 			r.TopicNames, r.TimeoutMillis = []string{"del"}, 10000
@@ -504,6 +520,113 @@ func TestACLTopicExistenceNotLeaked(t *testing.T) {
 	if topics, _ := adm.ListTopics(testContext(t)); topics.Has("no-such-topic") {
 		t.Fatal("a metadata request without CREATE created the topic")
 	}
+}
+
+// TestACLCreateTopicsExistence pins CreateTopics to what Kafka answers
+// (ControllerApis.createTopics and ReplicationControlManager.createTopics,
+// Kafka 3.9/4.0):
+//   - without CREATE on the cluster or the topic, TOPIC_AUTHORIZATION_FAILED
+//     whether the topic exists or not, so existence does not leak;
+//   - with CREATE, an existing topic is TOPIC_ALREADY_EXISTS even without
+//     DESCRIBE: Kafka checks existence after authorization and asks for
+//     no DESCRIBE (CREATE does not imply DESCRIBE, yet the principal may
+//     create the name, so it learns only what a create attempt teaches);
+//   - a created topic's configuration, partition count and replication
+//     factor come back only with DESCRIBE_CONFIGS on the topic (cluster
+//     CREATE does not grant it); otherwise ConfigErrorCode is
+//     TOPIC_AUTHORIZATION_FAILED and the counts are -1.
+func TestACLCreateTopicsExistence(t *testing.T) {
+	_, addr := aclBroker(t)
+	adm := kadm.NewClient(saslClient(t, addr, "admin", "admin-pw"))
+	if r, err := adm.CreateTopic(testContext(t), 1, 1, nil, "exists"); err != nil || r.Err != nil {
+		t.Fatal(err, r.Err)
+	}
+	create := func(cl *kgo.Client, topics ...string) *kmsg.CreateTopicsResponse {
+		t.Helper()
+		r := kmsg.NewPtrCreateTopicsRequest()
+		r.TimeoutMillis = 10000
+		for _, name := range topics {
+			ct := kmsg.NewCreateTopicsRequestTopic()
+			ct.Topic, ct.NumPartitions, ct.ReplicationFactor = name, 1, 1
+			r.Topics = append(r.Topics, ct)
+		}
+		resp, err := r.RequestWith(testContext(t), cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Version < 5 {
+			t.Fatalf("CreateTopics v%d: want v5+ to see the configurations", resp.Version)
+		}
+		if len(resp.Topics) != len(topics) {
+			t.Fatalf("%d results for %d topics", len(resp.Topics), len(topics))
+		}
+		return resp
+	}
+	result := func(resp *kmsg.CreateTopicsResponse, name string) kmsg.CreateTopicsResponseTopic {
+		t.Helper()
+		for _, rt := range resp.Topics {
+			if rt.Topic == name {
+				return rt
+			}
+		}
+		t.Fatalf("no result for %s", name)
+		return kmsg.CreateTopicsResponseTopic{}
+	}
+	// grantAndCreate grants the ACLs, waits until they apply to name,
+	// and returns name's result.
+	grantAndCreate := func(cl *kgo.Client, name string, acls *kadm.ACLBuilder) kmsg.CreateTopicsResponseTopic {
+		t.Helper()
+		grant(t, adm, acls)
+		var got kmsg.CreateTopicsResponseTopic
+		poll.UntilStatus(t, 30*time.Second, "the ACLs to apply", func() (bool, string) {
+			got = result(create(cl, name), name)
+			return got.ErrorCode != kerr.TopicAuthorizationFailed.Code, fmt.Sprint(kerr.ErrorForCode(got.ErrorCode))
+		})
+		return got
+	}
+	hidden := func(rt kmsg.CreateTopicsResponseTopic) bool {
+		return rt.ConfigErrorCode == kerr.TopicAuthorizationFailed.Code && len(rt.Configs) == 0 && rt.NumPartitions == -1 && rt.ReplicationFactor == -1
+	}
+
+	t.Run("no CREATE", func(t *testing.T) {
+		resp := create(saslClient(t, addr, "u30", "pw"), "exists", "absent-0")
+		e, a := result(resp, "exists"), result(resp, "absent-0")
+		if e.ErrorCode != kerr.TopicAuthorizationFailed.Code || a.ErrorCode != e.ErrorCode ||
+			fmt.Sprint(e.ErrorMessage) != fmt.Sprint(a.ErrorMessage) || e.NumPartitions != a.NumPartitions {
+			t.Fatalf("existing %+v, absent %+v: want the same TOPIC_AUTHORIZATION_FAILED", e, a)
+		}
+		if topics, _ := adm.ListTopics(testContext(t)); topics.Has("absent-0") {
+			t.Fatal("created without CREATE")
+		}
+	})
+	t.Run("topic CREATE without DESCRIBE", func(t *testing.T) {
+		cl := saslClient(t, addr, "u31", "pw")
+		got := grantAndCreate(cl, "exists", kadm.NewACLs().Allow("User:u31").Topics("exists", "absent-1").Operations(kadm.OpCreate))
+		if got.ErrorCode != kerr.TopicAlreadyExists.Code {
+			t.Fatalf("existing topic: %v, want TOPIC_ALREADY_EXISTS as Kafka answers", kerr.ErrorForCode(got.ErrorCode))
+		}
+		created := grantAndCreate(cl, "absent-1", kadm.NewACLs().Allow("User:u31").Topics("absent-1").Operations(kadm.OpCreate))
+		if created.ErrorCode != 0 || !hidden(created) {
+			t.Fatalf("created without DESCRIBE_CONFIGS: %+v, want success with the configuration withheld", created)
+		}
+	})
+	t.Run("topic CREATE and DESCRIBE_CONFIGS", func(t *testing.T) {
+		cl := saslClient(t, addr, "u32", "pw")
+		created := grantAndCreate(cl, "absent-2", kadm.NewACLs().Allow("User:u32").Topics("absent-2").Operations(kadm.OpCreate, kadm.OpDescribeConfigs))
+		if created.ErrorCode != 0 || created.ConfigErrorCode != 0 || len(created.Configs) == 0 || created.NumPartitions != 1 || created.ReplicationFactor != 1 {
+			t.Fatalf("created with DESCRIBE_CONFIGS: %+v", created)
+		}
+	})
+	t.Run("cluster CREATE", func(t *testing.T) {
+		cl := saslClient(t, addr, "u33", "pw")
+		created := grantAndCreate(cl, "absent-3", kadm.NewACLs().Allow("User:u33").Clusters().Operations(kadm.OpCreate))
+		if created.ErrorCode != 0 || !hidden(created) {
+			t.Fatalf("created with cluster CREATE only: %+v, want the configuration withheld", created)
+		}
+		if got := result(create(cl, "exists"), "exists"); got.ErrorCode != kerr.TopicAlreadyExists.Code {
+			t.Fatalf("existing topic with cluster CREATE: %v", kerr.ErrorForCode(got.ErrorCode))
+		}
+	})
 }
 
 // TestACLAnonymousAndSuperUser checks that PLAINTEXT's ANONYMOUS principal
