@@ -153,36 +153,66 @@ func New(topic string, index int32, log *storage.Log, s Settings, opts Options) 
 	return p, nil
 }
 
-// rebuildProducers loads the newest readable producer snapshot and replays
-// the batch headers written after it. Markers are read whole, so that an
-// aborted transaction whose index entry a crash lost is indexed again.
+// rebuildProducers loads the newest readable producer snapshot at or
+// below where the log's aborted-transaction index stops being trusted
+// (storage's TxnIndexSuspectFrom: the segments recovery checked after a
+// crash, or a torn .txnindex) and replays the batch headers written after
+// it. Markers are read whole, and the index entries of the aborted
+// transactions the replay finds replace those from its start on: a crash
+// may have lost them, or left entries of a truncated tail. With no usable
+// snapshot there, the replay starts at the log start, as Kafka rebuilds
+// from the log start when it finds no snapshot.
 func (p *Partition) rebuildProducers() error {
 	defer p.publishFirstUnstableLocked()
-	offset, data, ok, err := p.log.LatestSnapshot()
-	if err != nil || !ok {
-		data, offset = nil, p.log.LogStartOffset()
+	suspect := p.log.TxnIndexSuspectFrom()
+	offset, data := p.log.LogStartOffset(), []byte(nil)
+	if offs := p.log.SnapshotOffsets(); len(offs) > 0 {
+		if i, found := slices.BinarySearch(offs, suspect); found || i > 0 {
+			if !found {
+				i--
+			}
+			if d, err := p.log.ReadSnapshot(offs[i]); err == nil {
+				offset, data = offs[i], d
+			}
+		}
 	}
-	state, err := p.replayProducers(data, offset)
-	if err != nil {
-		if data == nil {
-			return fmt.Errorf("replica: rebuilding producer state of %s-%d: %w", p.Topic, p.Index, err)
-		}
+	state, aborted, err := p.replayProducers(data, offset)
+	if err != nil && data != nil {
 		// A corrupt snapshot: rebuild from the whole log instead.
-		if state, err = p.replayProducers(nil, p.log.LogStartOffset()); err != nil {
-			return fmt.Errorf("replica: rebuilding producer state of %s-%d: %w", p.Topic, p.Index, err)
-		}
+		offset = p.log.LogStartOffset()
+		state, aborted, err = p.replayProducers(nil, offset)
+	}
+	if err != nil {
+		return fmt.Errorf("replica: rebuilding producer state of %s-%d: %w", p.Topic, p.Index, err)
 	}
 	p.producers = state
+	if err := p.log.RebuildAbortedTxns(offset, aborted.txns, func(a storage.AbortedTxn) bool {
+		return aborted.unknownStart[a.LastOffset]
+	}); err != nil {
+		return fmt.Errorf("replica: rebuilding the aborted-transaction index of %s-%d: %w", p.Topic, p.Index, err)
+	}
 	return nil
 }
 
+// replayedAborts are the aborted transactions a replay found.
+type replayedAborts struct {
+	txns []storage.AbortedTxn
+	// unknownStart holds the offsets of ABORT markers of producers the
+	// replay knew no open transaction of: one that began before the
+	// replay's start (whose index entry the replay cannot rebuild), or a
+	// marker that ended nothing (a partition added and never written to).
+	unknownStart map[int64]bool
+}
+
 // replayProducers builds the producers' state from a snapshot (nil for
-// none) and the batches from offset on.
-func (p *Partition) replayProducers(snapshot []byte, offset int64) (*producer.PartitionState, error) {
+// none) and the batches from offset on, and the aborted transactions
+// whose markers it met.
+func (p *Partition) replayProducers(snapshot []byte, offset int64) (*producer.PartitionState, replayedAborts, error) {
 	state := producer.NewPartitionState()
+	aborted := replayedAborts{unknownStart: map[int64]bool{}}
 	if snapshot != nil {
 		if err := state.LoadSnapshot(snapshot); err != nil {
-			return nil, err
+			return nil, aborted, err
 		}
 	}
 	var readErr error
@@ -206,15 +236,20 @@ func (p *Partition) replayProducers(snapshot []byte, offset int64) (*producer.Pa
 			state.Update(h)
 			return true
 		}
-		if done := state.EndTxn(h, m); done.Aborted && done.FirstOffset >= 0 {
-			p.indexAborted(state, done)
+		done := state.EndTxn(h, m)
+		switch {
+		case !done.Aborted:
+		case done.FirstOffset < 0:
+			aborted.unknownStart[done.LastOffset] = true
+		default:
+			aborted.txns = append(aborted.txns, abortedEntry(state, done))
 		}
 		return true
 	})
 	if err == nil {
 		err = readErr
 	}
-	return state, err
+	return state, aborted, err
 }
 
 // logConfig is the log's configuration: Log, without flush.messages when

@@ -102,19 +102,24 @@ func (p *Partition) endTxnLocked(h record.Header, m record.Marker) {
 	}
 }
 
-// indexAborted adds an aborted transaction to the log's index, with the
+// indexAborted adds an aborted transaction to the log's index.
+func (p *Partition) indexAborted(state *producer.PartitionState, done producer.CompletedTxn) {
+	err := p.log.AppendAbortedTxn(abortedEntry(state, done))
+	if err != nil {
+		p.opts.Logger.Warn("indexing an aborted transaction", "topic", p.Topic, "partition", p.Index, "offset", done.LastOffset, "err", err)
+	}
+}
+
+// abortedEntry is the index entry of an aborted transaction, with the
 // last stable offset state gives once it ended (Kafka's: the first offset
 // of the oldest transaction still open, or the offset after the marker).
-func (p *Partition) indexAborted(state *producer.PartitionState, done producer.CompletedTxn) {
+func abortedEntry(state *producer.PartitionState, done producer.CompletedTxn) storage.AbortedTxn {
 	lso := state.FirstUnstableOffset()
 	if lso < 0 {
 		lso = done.LastOffset + 1
 	}
-	err := p.log.AppendAbortedTxn(storage.AbortedTxn{ProducerID: done.ProducerID, FirstOffset: done.FirstOffset,
-		LastOffset: done.LastOffset, LastStableOffset: lso})
-	if err != nil {
-		p.opts.Logger.Warn("indexing an aborted transaction", "topic", p.Topic, "partition", p.Index, "offset", done.LastOffset, "err", err)
-	}
+	return storage.AbortedTxn{ProducerID: done.ProducerID, FirstOffset: done.FirstOffset,
+		LastOffset: done.LastOffset, LastStableOffset: lso}
 }
 
 // publishFirstUnstableLocked publishes the producers' first unstable

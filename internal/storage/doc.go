@@ -110,9 +110,17 @@
 //
 // A read_committed fetch of [from, upTo) gets the entries whose last offset
 // is at or after from and whose first offset is below upTo (AbortedTxns).
-// The files are not synced (as in Kafka); a torn entry is dropped on open,
-// and the replica's recovery re-adds the markers the log holds past its
-// producer snapshot. The cleaner reads it too: an aborted transaction's
+// Flush syncs the files written to since the last flush, as Kafka's
+// LogSegment.flush syncs its txnIndex, so the entries of the segments
+// below the recovery point are durable. After a crash, the entries of
+// the segments recovery checked (from the one holding the recovery point)
+// and of any file found torn may be missing or stale: the replica rebuilds
+// them from the log, replaying the producers' state from the newest
+// snapshot at or below them (or the log start) and the markers after it
+// (TxnIndexSuspectFrom, RebuildAbortedTxns), as Kafka's LogLoader rebuilds
+// the transaction index of the segments it recovers. Like Kafka, a file
+// deleted by hand from a segment below the recovery point is not
+// noticed. The cleaner reads it too: an aborted transaction's
 // records shadow no older value of their keys and are removed, and
 // cleaning stops below the first offset of a transaction still open
 // (SetFirstUnstableOffset), as in Kafka. A truncation rewrites the files it cuts into; entries

@@ -11,8 +11,8 @@ import (
 
 // Flush makes every offset below upTo durable and returns when it is. It
 // syncs the segments holding unflushed data (fdatasync), the indexes of
-// segments that rolled, and the partition directory after files were
-// created, then advances the recovery point to the log end offset it saw.
+// segments that rolled, the .txnindex files written to, and the partition
+// directory after files were created, then advances the recovery point to the log end offset it saw.
 //
 // Concurrent callers share fsyncs (group commit): a caller that finds an
 // fsync in flight waits for it, and the next fsync covers every append made
@@ -120,6 +120,9 @@ func (l *Log) flushLocked() error {
 		if err := s.flush(i == len(segs)-1); err != nil {
 			return l.fail("syncing segment "+segmentName(s.baseOffset), err)
 		}
+	}
+	if err := l.syncTxnIndexes(); err != nil {
+		return l.fail("syncing a transaction index", err)
 	}
 	if syncDir {
 		if err := vfs.SyncDir(l.fs, dir); err != nil {

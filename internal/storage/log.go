@@ -77,6 +77,13 @@ type Log struct {
 	// offset; aborted is all of them by marker offset. txnMu guards both.
 	txnFiles map[int64][]AbortedTxn
 	aborted  []AbortedTxn
+	// txnUnsynced are the .txnindex files (by base offset) written since
+	// the last flush; txnMu guards it.
+	txnUnsynced map[int64]bool
+	// txnSuspectFrom is where the aborted-transaction index stops being
+	// trusted after open (TxnIndexSuspectFrom); set by load, then only
+	// read.
+	txnSuspectFrom int64
 	// firstUnstable is SetFirstUnstableOffset's, -1 when none.
 	firstUnstable atomic.Int64
 	flushMu       sync.Mutex

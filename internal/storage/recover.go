@@ -277,6 +277,17 @@ func (l *Log) load(opts LogOptions) error {
 	if err := l.deleteSnapshotsLocked(func(o int64) bool { return o > leo }); err != nil {
 		return err
 	}
+	// The .txnindex entries of a recovered segment may be missing (never
+	// synced) or stale (a torn tail truncated): the replica rebuilds them
+	// from the log (TxnIndexSuspectFrom). Those of the segments before are
+	// as durable as the segments (Flush syncs them).
+	l.txnSuspectFrom = leo
+	for i, s := range l.segments {
+		if recovered[i] {
+			l.txnSuspectFrom = s.baseOffset
+			break
+		}
+	}
 	if err := l.loadTxnIndexes(names); err != nil {
 		return fmt.Errorf("loading transaction indexes: %w", err)
 	}

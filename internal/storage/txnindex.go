@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -63,9 +64,11 @@ func (l *Log) txnIndexPath(base int64) string {
 
 // AppendAbortedTxn adds an aborted transaction to the index of the segment
 // holding its marker (t.LastOffset, which must be in the log). The replica
-// calls it under its append lock, right after the marker's append. The
-// entry reaches the file (not synced: a crash may lose it, and recovery
-// adds it again from the log, see package replica).
+// calls it under its append lock, right after the marker's append, so the
+// entry is written before any later batch, and before the segment can
+// roll. The entry reaches the file; the next Flush syncs it (a crash may
+// lose it before, and recovery adds it again from the log: see
+// TxnIndexSuspectFrom).
 func (l *Log) AppendAbortedTxn(t AbortedTxn) error {
 	if err := l.writable(); err != nil {
 		return err
@@ -106,8 +109,140 @@ func (l *Log) AppendAbortedTxn(t AbortedTxn) error {
 	if l.txnFiles == nil {
 		l.txnFiles = map[int64][]AbortedTxn{}
 	}
+	if len(l.txnFiles[base]) == 0 {
+		// A new file: its name is durable once the directory is synced.
+		l.unflushedDir.Store(true)
+	}
 	l.txnFiles[base] = append(l.txnFiles[base], t)
+	if l.txnUnsynced == nil {
+		l.txnUnsynced = map[int64]bool{}
+	}
+	l.txnUnsynced[base] = true
 	l.rebuildAbortedLocked()
+	if t.LastOffset < l.recoveryPoint.Load() {
+		// A flush round that did not see the entry moved the recovery
+		// point past its marker: sync it now, not at the next round.
+		delete(l.txnUnsynced, base)
+		if err := l.syncTxnIndex(base); err != nil {
+			return l.fail("syncing a transaction index", err)
+		}
+		if err := vfs.SyncDir(l.fs, l.Dir()); err != nil {
+			return l.fail("syncing directory", err)
+		}
+	}
+	return nil
+}
+
+// syncTxnIndexes syncs the .txnindex files written since the last call.
+// Flush calls it after reading the log end it flushes to: an entry is
+// written before its segment can roll, so once a flush moves the recovery
+// point past a segment, that segment's entries are durable, and recovery
+// need only rebuild the entries of the segments it recovers, as Kafka's
+// LogSegment.flush syncs its txnIndex. l.flushMu must be held.
+func (l *Log) syncTxnIndexes() error {
+	l.txnMu.Lock()
+	bases := l.txnUnsynced
+	l.txnUnsynced = nil
+	l.txnMu.Unlock()
+	for base := range bases {
+		if err := l.syncTxnIndex(base); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l *Log) syncTxnIndex(base int64) error {
+	f, err := l.fs.Open(l.txnIndexPath(base))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // rewritten away (atomically, synced) since
+	}
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// TxnIndexSuspectFrom is the offset from which the aborted-transaction
+// index cannot be trusted after the log opened: the base offset of the
+// first segment recovery checked (whose entries a crash may have lost or
+// left stale), or of a .txnindex file found torn; the log end offset when
+// the whole index is trusted (a clean shutdown). The replica rebuilds the
+// entries from there from the log (RebuildAbortedTxns), replaying the
+// producers' state from a snapshot at or below it, as Kafka's LogLoader
+// rebuilds the transaction index of every segment it recovers.
+func (l *Log) TxnIndexSuspectFrom() int64 { return l.txnSuspectFrom }
+
+// RebuildAbortedTxns replaces the index entries whose marker is at or
+// after from with txns, the aborted transactions a replay of the log from
+// from found (in any order; each with its marker in [from, log end)).
+// keep says which of the replaced entries to keep all the same when txns
+// has none at their marker: those of transactions that began below where
+// the replay started, which it cannot know the first offset of. Changed
+// files are rewritten atomically (synced), emptied ones removed.
+func (l *Log) RebuildAbortedTxns(from int64, txns []AbortedTxn, keep func(AbortedTxn) bool) error {
+	if err := l.writable(); err != nil {
+		return err
+	}
+	end := l.logEndOffset.Load()
+	found := map[int64]bool{}
+	for _, t := range txns {
+		if t.LastOffset < from || t.LastOffset >= end || t.FirstOffset > t.LastOffset {
+			return fmt.Errorf("storage: rebuilt aborted transaction %+v outside [%d, %d) of %s", t, from, end, l)
+		}
+		found[t.LastOffset] = true
+	}
+	segs := l.segmentList()
+	l.txnMu.Lock()
+	defer l.txnMu.Unlock()
+	want := map[int64][]AbortedTxn{}
+	for base, es := range l.txnFiles {
+		for _, a := range es {
+			if a.LastOffset < from || (!found[a.LastOffset] && keep != nil && keep(a)) {
+				want[base] = append(want[base], a)
+			}
+		}
+	}
+	for _, t := range txns {
+		base := segs[floorSegment(segs, t.LastOffset)].baseOffset
+		want[base] = append(want[base], t)
+	}
+	var errs []error
+	for base := range l.txnFiles {
+		if _, ok := want[base]; !ok {
+			delete(l.txnFiles, base)
+			if err := l.fs.Remove(l.txnIndexPath(base)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	for base, es := range want {
+		slices.SortFunc(es, func(a, b AbortedTxn) int { return cmp.Compare(a.LastOffset, b.LastOffset) })
+		if slices.Equal(es, l.txnFiles[base]) {
+			continue
+		}
+		var data []byte
+		for _, a := range es {
+			data = appendAbortedTxn(data, a)
+		}
+		if err := vfs.WriteFileAtomic(l.fs, l.txnIndexPath(base), data); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if l.txnFiles == nil {
+			l.txnFiles = map[int64][]AbortedTxn{}
+		}
+		l.txnFiles[base] = es
+		delete(l.txnUnsynced, base)
+	}
+	l.rebuildAbortedLocked()
+	if err := errors.Join(errs...); err != nil {
+		return l.fail("rebuilding the transaction indexes", err)
+	}
 	return nil
 }
 
@@ -222,8 +357,15 @@ func (l *Log) loadTxnIndexes(names []string) error {
 			return err
 		}
 		es := decodeTxnIndex(data)
+		if !sortedTxnIndex(es) {
+			es = nil
+		}
 		l.txnFiles[base] = es
 		if len(es)*abortedTxnSize != len(data) {
+			// Torn or damaged: what it lost, the replica rebuilds.
+			l.corruption("rebuilding a torn transaction index", "segment", base, "entries_kept", len(es),
+				"bytes", len(data))
+			l.txnSuspectFrom = min(l.txnSuspectFrom, base)
 			var clean []byte
 			for _, a := range es {
 				clean = appendAbortedTxn(clean, a)
@@ -237,6 +379,17 @@ func (l *Log) loadTxnIndexes(names []string) error {
 	defer l.txnMu.Unlock()
 	start, end := l.logStartOffset.Load(), l.logEndOffset.Load()
 	return l.filterTxnIndexesLocked(func(a AbortedTxn) bool { return a.LastOffset >= start && a.LastOffset < end })
+}
+
+// sortedTxnIndex reports whether a file's entries are what appends write:
+// markers ascending, each after its transaction's first offset.
+func sortedTxnIndex(es []AbortedTxn) bool {
+	for i, a := range es {
+		if a.FirstOffset > a.LastOffset || a.FirstOffset < 0 || (i > 0 && es[i-1].LastOffset >= a.LastOffset) {
+			return false
+		}
+	}
+	return true
 }
 
 // isAborted reports whether producerID's record at offset belongs to an
