@@ -1,7 +1,6 @@
 package replica
 
 import (
-	"fmt"
 	"log/slog"
 	"path/filepath"
 	"testing"
@@ -74,7 +73,7 @@ func BenchmarkReopenAfterCrash(b *testing.B) {
 					b.Fatal(err)
 				}
 				if got := len(l.AbortedTxns(0, l.LogEndOffset())); got != aborted {
-					b.Fatal(fmt.Sprintf("%d aborted transactions, want %d", got, aborted))
+					b.Fatalf("%d aborted transactions, want %d", got, aborted)
 				}
 				l.Close()
 			}
