@@ -18,7 +18,8 @@ import (
 	"github.com/strata-io/strata/internal/wire"
 )
 
-// Produce: v3-11.
+// Produce: v3-12 (v12 is transactions version 2, KIP-890 part 2; v13's
+// topic ids are not offered).
 //
 // Behavior:
 // * Only record batches (magic 2, v3+); every record of every batch is
@@ -44,11 +45,15 @@ import (
 // partition (internal/producer); the coordinator's markers end it. A batch
 // that would open one is first verified with the coordinator (KIP-890
 // part 1, txnverify.go): INVALID_TXN_STATE when the partition is not in the
-// producer's ongoing transaction.
+// producer's ongoing transaction. From v12 (transactions version 2) the
+// leader instead has the coordinator add the partition to the
+// transaction: the client sends no AddPartitionsToTxn, and a batch of a
+// fenced epoch (a late produce of an ended transaction) is
+// INVALID_PRODUCER_EPOCH.
 // * A record without a key on a compacted topic fails the partition with
 // INVALID_RECORD, as in Kafka since KIP-467 (named in ErrorRecords for
 // v8+).
-func init() { register(0, 3, 11, (*Broker).handleProduce) }
+func init() { register(kmsg.Produce.Int16(), 3, 12, (*Broker).handleProduce) }
 
 type pendingAppend struct {
 	part *replica.Partition
@@ -65,7 +70,7 @@ func (b *Broker) handleProduce(ctx context.Context, _ *wire.Conn, req *wire.Requ
 		// batches), and only the first batch of a transaction on a
 		// partition waits for this.
 		vctx, cancel := context.WithTimeout(ctx, txnVerifyTimeout)
-		refused := b.verifyTxn(vctx, *r.TransactionID, v)
+		refused := b.verifyTxn(vctx, *r.TransactionID, v, r.Version >= 12)
 		cancel()
 		return b.produce(ctx, r, b.image.Load(), refused)
 	}

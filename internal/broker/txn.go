@@ -25,8 +25,9 @@ import (
 // the protocol; these handlers route requests to it and wait for its writes
 // to __transaction_state as deferred responses.
 //
-// AddPartitionsToTxn: v0-4 (v4+ batches transactions and has VerifyOnly,
-// KIP-890 part 1). AddOffsetsToTxn: v0-3. EndTxn: v0-5 (v5 is
+// AddPartitionsToTxn: v0-5 (v4+, from brokers, batches transactions and
+// has VerifyOnly, KIP-890 part 1; without VerifyOnly it is transactions
+// version 2's implicit add of a Produce v12+ or TxnOffsetCommit v5+). AddOffsetsToTxn: v0-3. EndTxn: v0-5 (v5 is
 // transactions version 2, KIP-890 part 2: the coordinator bumps the
 // producer epoch at every transaction end and answers the producer id and
 // epoch to go on with; v4 only adds TRANSACTION_ABORTABLE, which the
@@ -37,19 +38,28 @@ import (
 // * PRODUCER_FENCED is answered as INVALID_PRODUCER_EPOCH to versions that
 // predate it (KIP-588), as Kafka does.
 func init() {
-	register(kmsg.AddPartitionsToTxn.Int16(), 0, 4, (*Broker).handleAddPartitionsToTxn)
+	register(kmsg.AddPartitionsToTxn.Int16(), 0, 5, (*Broker).handleAddPartitionsToTxn)
 	register(kmsg.AddOffsetsToTxn.Int16(), 0, 3, (*Broker).handleAddOffsetsToTxn)
 	register(kmsg.EndTxn.Int16(), 0, 5, (*Broker).handleEndTxn)
 	register(kmsg.WriteTxnMarkers.Int16(), 0, 1, (*Broker).handleWriteTxnMarkers)
-	register(kmsg.TxnOffsetCommit.Int16(), 0, 3, (*Broker).handleTxnOffsetCommit)
+	register(kmsg.TxnOffsetCommit.Int16(), 0, 5, (*Broker).handleTxnOffsetCommit)
 }
 
-// handleTxnOffsetCommit: v0-3 (v3+ carries the group's generation and
-// member, KIP-447). The group coordinator writes the offsets in the
-// producer's transaction; they become visible at its COMMIT marker.
+// handleTxnOffsetCommit: v0-5 (v3+ carries the group's generation and
+// member, KIP-447; v5 is transactions version 2: the group's
+// __consumer_offsets partition is added to the transaction here, the
+// client sending no AddOffsetsToTxn). The group coordinator writes the
+// offsets in the producer's transaction; they become visible at its
+// COMMIT marker.
 func (b *Broker) handleTxnOffsetCommit(ctx context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
 	r := req.Body.(*kmsg.TxnOffsetCommitRequest)
 	return deferred(func() kmsg.Response {
+		if r.Version >= 5 {
+			if err := b.addOffsetsImplicitly(ctx, r); err != nil {
+				b.logger.Debug("TxnOffsetCommit: adding the offsets to the transaction", "transactional.id", r.TransactionalID, "err", err)
+				return txnOffsetCommitFailed(r, err)
+			}
+		}
 		resp := b.groups.TxnOffsetCommit(ctx, r)
 		if r.Version < 3 {
 			for i := range resp.Topics {
@@ -62,6 +72,45 @@ func (b *Broker) handleTxnOffsetCommit(ctx context.Context, _ *wire.Conn, req *w
 		}
 		return resp
 	})
+}
+
+// addOffsetsImplicitly adds the group's __consumer_offsets partition to
+// the producer's transaction (TxnOffsetCommit v5+): transactions version
+// 2's AddOffsetsToTxn, done by the broker.
+func (b *Broker) addOffsetsImplicitly(ctx context.Context, r *kmsg.TxnOffsetCommitRequest) error {
+	if err := b.ensureOffsetsTopic(); err != nil {
+		return fmt.Errorf("%w: creating __consumer_offsets: %v", kerr.CoordinatorNotAvailable, err)
+	}
+	v := &txnVerification{producerID: r.ProducerID, epoch: r.ProducerEpoch,
+		partitions: []txn.TopicPartition{{Topic: OffsetsTopic, Partition: b.groups.HashPartition(r.Group)}}}
+	actx, cancel := context.WithTimeout(ctx, txnVerifyTimeout)
+	defer cancel()
+	_, err := b.txnPartitions(actx, r.TransactionalID, v, true)
+	return err
+}
+
+// txnOffsetCommitFailed answers every partition of r with err's code:
+// what passes (the coordinator moving or loading, the previous
+// transaction still completing) as COORDINATOR_LOAD_IN_PROGRESS, which
+// clients retry.
+func txnOffsetCommitFailed(r *kmsg.TxnOffsetCommitRequest, err error) *kmsg.TxnOffsetCommitResponse {
+	code := errorCode(err)
+	switch code {
+	case kerr.ConcurrentTransactions.Code, kerr.CoordinatorNotAvailable.Code, kerr.NotCoordinator.Code:
+		code = kerr.CoordinatorLoadInProgress.Code
+	}
+	resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+	for _, rt := range r.Topics {
+		st := kmsg.NewTxnOffsetCommitResponseTopic()
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+			sp.Partition, sp.ErrorCode = rp.Partition, code
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
 }
 
 // txnConfig converts the server configuration.
@@ -220,9 +269,12 @@ func (b *Broker) addPartitionsToTxn(ctx context.Context, version int16, t *kmsg.
 	}
 	var common error
 	var errs map[txn.TopicPartition]error
-	if len(unknown) > 0 {
+	switch {
+	case len(unknown) > 0:
 		common = kerr.OperationNotAttempted
-	} else {
+	case version >= 4 && !t.VerifyOnly:
+		common = b.txns.AddPartitionsImplicitly(ctx, t.TransactionalID, t.ProducerID, t.ProducerEpoch, tps)
+	default:
 		errs, common = b.txns.AddPartitions(ctx, t.TransactionalID, t.ProducerID, t.ProducerEpoch, tps, t.VerifyOnly)
 	}
 	out := kmsg.NewAddPartitionsToTxnResponseTransaction()

@@ -2,10 +2,13 @@ package broker
 
 import (
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-io/strata/internal/testutil/poll"
@@ -95,16 +98,32 @@ func wantCode(t *testing.T, what string, got int16, want *kerr.Error) {
 // answers and the markers carry. KAFKA-17754's late requests of the
 // previous transaction, an EndTxn and a produce at its epoch, arriving
 // while the next transaction is open, are fenced and change nothing: the
-// next transaction commits exactly its own records.
+// next transaction commits exactly its own records. With Produce v11 the
+// client adds the partition (AddPartitionsToTxn v3); with v12 the leader
+// does.
 func TestEndTxnV5FencesTheLastTransaction(t *testing.T) {
 	tb := startBroker(t, txnSettings)
-	createTopic(t, newAdmin(t, tb.Addr()), "bump", 1, nil)
-	r := newRawTxn(t, tb.Addr(), "bump", "bump")
+	for _, version := range []int16{11, 12} {
+		t.Run(fmt.Sprintf("produce-v%d", version), func(t *testing.T) {
+			topic := fmt.Sprintf("bump-%d", version)
+			createTopic(t, newAdmin(t, tb.Addr()), topic, 1, nil)
+			endTxnV5FencesTheLastTransaction(t, tb, newRawTxn(t, tb.Addr(), topic, topic), version)
+		})
+	}
+}
+
+func endTxnV5FencesTheLastTransaction(t *testing.T, tb *testBroker, r *rawTxn, version int16) {
 	first := r.epoch
+	add := func(epoch int16) {
+		t.Helper()
+		if version < 12 {
+			wantCode(t, "AddPartitionsToTxn", r.add(epoch), nil)
+		}
+	}
 
 	// The first transaction: two records, committed with v5.
-	wantCode(t, "AddPartitionsToTxn", r.add(first), nil)
-	wantCode(t, "produce", r.produce(11, first, 0, 2), nil)
+	add(first)
+	wantCode(t, "produce", r.produce(version, first, 0, 2), nil)
 	resp := r.end(5, first, true)
 	wantCode(t, "EndTxn v5", resp.ErrorCode, nil)
 	if resp.ProducerID != r.pid || resp.ProducerEpoch != first+1 {
@@ -118,7 +137,7 @@ func TestEndTxnV5FencesTheLastTransaction(t *testing.T) {
 		t.Fatalf("retried EndTxn v5 answered epoch %d, want %d", resp.ProducerEpoch, first+1)
 	}
 	wantCode(t, "abort at the committed epoch", r.end(5, first, false).ErrorCode, kerr.InvalidTxnState)
-	rp, _ := tb.partition("bump", 0)
+	rp, _ := tb.partition(r.topic, 0)
 	poll.Until(t, 30*time.Second, "the commit marker is written", func() bool { return rp.LastStableOffset() == rp.HighWatermark() })
 	markerEpoch := func() int16 {
 		ps, err := rp.ActiveProducers()
@@ -138,22 +157,22 @@ func TestEndTxnV5FencesTheLastTransaction(t *testing.T) {
 
 	// A late produce of the first transaction before the next one writes
 	// here: the coordinator fences it, and no transaction opens.
-	wantCode(t, "late produce, no transaction open", r.produce(11, first, 2, 1), kerr.InvalidProducerEpoch)
+	wantCode(t, "late produce, no transaction open", r.produce(version, first, 2, 1), kerr.InvalidProducerEpoch)
 	if lso, hw := rp.LastStableOffset(), rp.HighWatermark(); lso != hw {
 		t.Fatalf("last stable offset %d held back below the high watermark %d", lso, hw)
 	}
 
 	// The next transaction, at the new epoch, sequences from 0.
 	next := first + 1
-	wantCode(t, "AddPartitionsToTxn", r.add(next), nil)
-	wantCode(t, "produce", r.produce(11, next, 0, 3), nil)
+	add(next)
+	wantCode(t, "produce", r.produce(version, next, 0, 3), nil)
 	// The late EndTxn of the first transaction, either way, and a late
 	// produce at its epoch into the open transaction: fenced.
 	wantCode(t, "late EndTxn abort", r.end(5, first, false).ErrorCode, kerr.ProducerFenced)
 	wantCode(t, "late EndTxn commit", r.end(5, first, true).ErrorCode, kerr.ProducerFenced)
 	wantCode(t, "late EndTxn v1", r.end(1, first, false).ErrorCode, kerr.InvalidProducerEpoch)
-	wantCode(t, "late produce into the open transaction", r.produce(11, first, 2, 1), kerr.InvalidProducerEpoch)
-	if md, err := tb.txns.Describe("bump"); err != nil || md.State != txn.Ongoing || md.ProducerEpoch != next {
+	wantCode(t, "late produce into the open transaction", r.produce(version, first, 2, 1), kerr.InvalidProducerEpoch)
+	if md, err := tb.txns.Describe(r.id); err != nil || md.State != txn.Ongoing || md.ProducerEpoch != next {
 		t.Fatalf("after the late requests: %+v %v, want Ongoing at epoch %d", md, err, next)
 	}
 
@@ -164,7 +183,7 @@ func TestEndTxnV5FencesTheLastTransaction(t *testing.T) {
 	}
 	// Both transactions' records, and nothing else.
 	poll.Until(t, 30*time.Second, "the commit marker is written", func() bool { return rp.LastStableOffset() == rp.HighWatermark() })
-	consumeCommitted(t, tb.Addr(), 5, "bump")
+	consumeCommitted(t, tb.Addr(), 5, r.topic)
 	if hw := rp.HighWatermark(); hw != 2+1+3+1 {
 		t.Fatalf("high watermark %d, want 7 (5 records, 2 markers)", hw)
 	}
@@ -176,5 +195,83 @@ func TestEndTxnV5FencesTheLastTransaction(t *testing.T) {
 	wantCode(t, "empty abort", resp.ErrorCode, nil)
 	if resp.ProducerEpoch != next+2 {
 		t.Fatalf("empty abort answered epoch %d, want %d", resp.ProducerEpoch, next+2)
+	}
+}
+
+// requestKeys is a kgo hook that counts the requests a client sends, by
+// API key.
+type requestKeys struct {
+	mu    sync.Mutex
+	count map[int16]int
+}
+
+func newRequestKeys() *requestKeys { return &requestKeys{count: map[int16]int{}} }
+
+// OnBrokerWrite implements kgo.HookBrokerWrite.
+func (k *requestKeys) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if err != nil {
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.count[key]++
+}
+
+func (k *requestKeys) sent(key kmsg.Key) int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.count[key.Int16()]
+}
+
+// TestKgoUsesTransactionsV2: with transaction.version 2 finalized, which
+// a new cluster does, franz-go's transactional producer runs KIP-890 part
+// 2: it sends no AddPartitionsToTxn or AddOffsetsToTxn (the leaders add
+// the partitions, Produce v12 and TxnOffsetCommit v5), and every
+// transaction ends at a new epoch.
+func TestKgoUsesTransactionsV2(t *testing.T) {
+	tb := startBroker(t, txnSettings)
+	adm := newAdmin(t, tb.Addr())
+	createTopic(t, adm, "tv2", 2, nil)
+
+	vreq := kmsg.NewPtrApiVersionsRequest()
+	vreq.Version = 3
+	vresp := rawRequest(t, tb.Addr(), vreq).(*kmsg.ApiVersionsResponse)
+	finalized := map[string]int16{}
+	for _, f := range vresp.FinalizedFeatures {
+		finalized[f.Name] = f.MaxVersionLevel
+	}
+	if vresp.FinalizedFeaturesEpoch < 0 || finalized["transaction.version"] != 2 {
+		t.Fatalf("ApiVersions finalized features %v at epoch %d, want transaction.version 2", finalized, vresp.FinalizedFeaturesEpoch)
+	}
+
+	keys := newRequestKeys()
+	cl := newClient(t, tb.Addr(), kgo.TransactionalID("tv2"), kgo.DefaultProduceTopic("tv2"), kgo.WithHooks(keys))
+	produceTxn(t, cl, "tv2", "committed", 10, true)
+	first, err := tb.txns.Describe("tv2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	produceTxn(t, cl, "tv2", "aborted", 5, false)
+	produceTxn(t, cl, "tv2", "committed-again", 3, true)
+	var md txn.Metadata
+	poll.UntilStatus(t, 30*time.Second, "the last transaction completes", func() (bool, string) {
+		md, err = tb.txns.Describe("tv2")
+		return err == nil && md.State == txn.CompleteCommit, fmt.Sprintf("%+v %v", md, err)
+	})
+	if md.ProducerEpoch != first.ProducerEpoch+2 || md.ClientTransactionVersion != 2 {
+		t.Fatalf("after three transactions: epoch %d (after the first %d), transactions version %d; want two bumps more, version 2",
+			md.ProducerEpoch, first.ProducerEpoch, md.ClientTransactionVersion)
+	}
+	if n := keys.sent(kmsg.AddPartitionsToTxn); n != 0 {
+		t.Fatalf("the client sent %d AddPartitionsToTxn", n)
+	}
+	if n := keys.sent(kmsg.EndTxn); n != 3 {
+		t.Fatalf("the client sent %d EndTxn, want 3", n)
+	}
+	committed := consumeCommitted(t, tb.Addr(), 13, "tv2")
+	for _, r := range committed {
+		if strings.HasPrefix(string(r.Value), "aborted") {
+			t.Fatalf("read_committed consumer read %q", r.Value)
+		}
 	}
 }

@@ -13,7 +13,10 @@ import (
 	"github.com/strata-io/strata/internal/txn"
 )
 
-// Produce-side verification of transactional writes (KIP-890 part 1).
+// Produce-side verification of transactional writes (KIP-890 part 1), and
+// transactions version 2's implicit add (part 2, Produce v12+: the leader
+// has the coordinator add the partition, AddPartitionsToTxn v5 without
+// VerifyOnly, and the client sends no AddPartitionsToTxn).
 // Before a transactional batch opens its producer's transaction on a
 // partition, the leader asks the producer's transaction coordinator
 // (AddPartitionsToTxn v4, VerifyOnly; in process when it is this broker)
@@ -64,49 +67,59 @@ func (b *Broker) needsTxnVerification(img *metadata.Image, r *kmsg.ProduceReques
 }
 
 // verifyTxn asks the coordinator of transactionalID whether the partitions
-// are in the producer's transaction, and returns the produce error of each
-// that is not (or of all, when the coordinator cannot tell).
-func (b *Broker) verifyTxn(ctx context.Context, transactionalID string, v *txnVerification) map[txn.TopicPartition]error {
+// are in the producer's transaction, or with add (Produce v12+,
+// transactions version 2) has it add them, and returns the produce error
+// of each that is not (or of all, when the coordinator cannot tell).
+func (b *Broker) verifyTxn(ctx context.Context, transactionalID string, v *txnVerification, add bool) map[txn.TopicPartition]error {
+	produceError := verifyError
+	if add {
+		produceError = addError
+	}
 	out := map[txn.TopicPartition]error{}
-	failAll := func(err error) map[txn.TopicPartition]error {
-		for _, tp := range v.partitions {
-			out[tp] = err
-		}
-		return out
-	}
-	coordinator, err := b.coordinatorFor(TransactionStateTopic, b.txns.PartitionFor(transactionalID))
-	if err != nil {
-		return failAll(fmt.Errorf("%w: verifying the transaction: %v", kerr.NotEnoughReplicas, err))
-	}
-	var errs map[txn.TopicPartition]error
-	if coordinator.NodeID == b.nodeID {
-		var common error
-		errs, common = b.txns.AddPartitions(ctx, transactionalID, v.producerID, v.epoch, v.partitions, true)
+	errs, common := b.txnPartitions(ctx, transactionalID, v, add)
+	for _, tp := range v.partitions {
 		if common != nil {
-			return failAll(verifyError(common))
+			out[tp] = produceError(common)
+		} else if errs[tp] != nil {
+			out[tp] = produceError(errs[tp])
 		}
-	} else {
-		errs, err = b.verifyRemote(ctx, coordinator.NodeID, transactionalID, v)
-		if err != nil {
-			return failAll(fmt.Errorf("%w: verifying the transaction with broker %d: %v", kerr.NotEnoughReplicas, coordinator.NodeID, err))
-		}
-	}
-	for tp, err := range errs {
-		out[tp] = verifyError(err)
 	}
 	return out
 }
 
-// verifyRemote sends AddPartitionsToTxn v4 VerifyOnly to the coordinator.
-func (b *Broker) verifyRemote(ctx context.Context, coordinator int32, transactionalID string, v *txnVerification) (map[txn.TopicPartition]error, error) {
+// txnPartitions asks the coordinator of transactionalID (in process when
+// it is this broker, AddPartitionsToTxn v4+ otherwise) to verify or add
+// the partitions. It returns the coordinator's errors, per partition or
+// common to all (a coordinator not reached is COORDINATOR_NOT_AVAILABLE).
+func (b *Broker) txnPartitions(ctx context.Context, transactionalID string, v *txnVerification, add bool) (map[txn.TopicPartition]error, error) {
+	coordinator, err := b.coordinatorFor(TransactionStateTopic, b.txns.PartitionFor(transactionalID))
+	if err != nil {
+		return nil, fmt.Errorf("%w: the transaction coordinator: %v", kerr.CoordinatorNotAvailable, err)
+	}
+	if coordinator.NodeID == b.nodeID {
+		if add {
+			return nil, b.txns.AddPartitionsImplicitly(ctx, transactionalID, v.producerID, v.epoch, v.partitions)
+		}
+		return b.txns.AddPartitions(ctx, transactionalID, v.producerID, v.epoch, v.partitions, true)
+	}
+	errs, err := b.verifyRemote(ctx, coordinator.NodeID, transactionalID, v, add)
+	if err != nil && !errors.As(err, new(*kerr.Error)) {
+		err = fmt.Errorf("%w: the transaction coordinator, broker %d: %v", kerr.CoordinatorNotAvailable, coordinator.NodeID, err)
+	}
+	return errs, err
+}
+
+// verifyRemote sends AddPartitionsToTxn v4+ to the coordinator: VerifyOnly
+// unless add.
+func (b *Broker) verifyRemote(ctx context.Context, coordinator int32, transactionalID string, v *txnVerification, add bool) (map[txn.TopicPartition]error, error) {
 	c, err := b.txnMarkers.client(coordinator)
 	if err != nil {
 		return nil, err
 	}
 	req := kmsg.NewPtrAddPartitionsToTxnRequest()
-	req.Version = 4
+	req.Version = 5
 	t := kmsg.NewAddPartitionsToTxnRequestTransaction()
-	t.TransactionalID, t.ProducerID, t.ProducerEpoch, t.VerifyOnly = transactionalID, v.producerID, v.epoch, true
+	t.TransactionalID, t.ProducerID, t.ProducerEpoch, t.VerifyOnly = transactionalID, v.producerID, v.epoch, !add
 	for _, tp := range v.partitions {
 		if n := len(t.Topics); n > 0 && t.Topics[n-1].Topic == tp.Topic {
 			t.Topics[n-1].Partitions = append(t.Topics[n-1].Partitions, tp.Partition)
@@ -135,6 +148,12 @@ func (b *Broker) verifyRemote(ctx context.Context, coordinator int32, transactio
 			}
 		}
 	}
+	if add && len(out) > 0 {
+		// An add fails or succeeds as a whole: one error stands for all.
+		for _, err := range out {
+			return nil, err
+		}
+	}
 	return out, nil
 }
 
@@ -150,4 +169,22 @@ func verifyError(err error) error {
 		return fmt.Errorf("%w: %v", kerr.NotEnoughReplicas, err)
 	}
 	return err
+}
+
+// addError is the produce error for a failed implicit add (Produce v12+),
+// as Kafka's AddPartitionsToTxnManager answers it: a fenced epoch is
+// INVALID_PRODUCER_EPOCH, what passes (the coordinator moving or loading,
+// the previous transaction's markers still out) NOT_ENOUGH_REPLICAS, which
+// producers retry, and the rest INVALID_TXN_STATE.
+func addError(err error) error {
+	switch {
+	case errors.Is(err, kerr.ProducerFenced), errors.Is(err, kerr.InvalidProducerEpoch):
+		return fmt.Errorf("%w: %v", kerr.InvalidProducerEpoch, err)
+	case errors.Is(err, kerr.NotCoordinator), errors.Is(err, kerr.CoordinatorNotAvailable), errors.Is(err, kerr.CoordinatorLoadInProgress),
+		errors.Is(err, kerr.ConcurrentTransactions), errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("%w: %v", kerr.NotEnoughReplicas, err)
+	case errors.As(err, new(*kerr.Error)):
+		return fmt.Errorf("%w: %v", kerr.InvalidTxnState, err)
+	}
+	return fmt.Errorf("%w: %v", kerr.NotEnoughReplicas, err)
 }

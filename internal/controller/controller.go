@@ -658,7 +658,7 @@ func (c *Controller) Bootstrap(ctx context.Context) error {
 					id = metadata.NewUUID().String()
 				}
 				c.logger.Info("new cluster", "cluster.id", id)
-				return []metadata.Record{{Cluster: &metadata.ClusterRecord{ClusterID: id}}}, nil
+				return append([]metadata.Record{{Cluster: &metadata.ClusterRecord{ClusterID: id}}}, metadata.BootstrapFeatures()...), nil
 			})
 			if err == nil || !IsNotController(err) {
 				return err

@@ -41,6 +41,12 @@ type Image struct {
 	// QuotasVersion changes whenever they do.
 	ClientQuotas  map[QuotaEntity]map[string]float64
 	QuotasVersion int64
+	// Features are the finalized feature levels by name
+	// (transaction.version), and FeaturesOffset the offset of the record
+	// that last changed them (ApiVersions' FinalizedFeaturesEpoch), -1
+	// when none did.
+	Features       map[string]int16
+	FeaturesOffset int64
 	// quotasOwned is set inside Apply once ClientQuotas is this image's
 	// own copy.
 	quotasOwned bool
@@ -129,11 +135,12 @@ func (p *Partition) Reassigning() bool {
 // Empty returns the image before any record.
 func Empty() *Image {
 	return &Image{
-		Offset:     -1,
-		Brokers:    map[int32]*Broker{},
-		Topics:     map[string]*Topic{},
-		TopicsByID: map[UUID]*Topic{},
-		Configs:    map[ConfigResource]map[string]string{},
+		Offset:         -1,
+		FeaturesOffset: -1,
+		Brokers:        map[int32]*Broker{},
+		Topics:         map[string]*Topic{},
+		TopicsByID:     map[UUID]*Topic{},
+		Configs:        map[ConfigResource]map[string]string{},
 	}
 }
 
@@ -148,6 +155,7 @@ func (img *Image) Apply(lastOffset int64, records ...Record) (*Image, error) {
 	next.Configs = maps.Clone(img.Configs)
 	next.ScramCredentials = maps.Clone(img.ScramCredentials)
 	next.Acls = maps.Clone(img.Acls)
+	next.Features = maps.Clone(img.Features)
 	// Topics this Apply already copied are its own to change: a batch
 	// creating a topic of 1,000 partitions copies it once, not per
 	// partition.
@@ -167,6 +175,16 @@ func (img *Image) apply(r *Record, offset int64) error {
 	switch {
 	case r.Cluster != nil:
 		img.ClusterID = r.Cluster.ClusterID
+	case r.FeatureLevel != nil:
+		if img.Features == nil {
+			img.Features = map[string]int16{}
+		}
+		if r.FeatureLevel.Level == 0 {
+			delete(img.Features, r.FeatureLevel.Name)
+		} else {
+			img.Features[r.FeatureLevel.Name] = r.FeatureLevel.Level
+		}
+		img.FeaturesOffset = offset
 	case r.Broker != nil:
 		b := r.Broker
 		if b.Removed {
@@ -361,6 +379,9 @@ func (img *Image) Records() []Record {
 	var out []Record
 	if img.ClusterID != "" {
 		out = append(out, Record{Cluster: &ClusterRecord{ClusterID: img.ClusterID}})
+	}
+	for _, name := range slices.Sorted(maps.Keys(img.Features)) {
+		out = append(out, Record{FeatureLevel: &FeatureLevelRecord{Name: name, Level: img.Features[name]}})
 	}
 	ids := slices.Sorted(maps.Keys(img.Brokers))
 	for _, id := range ids {

@@ -42,6 +42,7 @@ type Record struct {
 	ScramCredential *ScramCredentialRecord
 	Acl             *AclRecord
 	ClientQuota     *ClientQuotaRecord
+	FeatureLevel    *FeatureLevelRecord
 }
 
 // ClusterRecord is the first record of a metadata log.
@@ -162,6 +163,15 @@ type RemoveTopicRecord struct {
 	TopicID UUID `json:"topicId"`
 }
 
+// FeatureLevelRecord finalizes a feature at a level for the whole cluster
+// (Kafka's FeatureLevelRecord); level 0 removes it. Brokers answer the
+// finalized features in ApiVersions, and clients use what a feature
+// enables only once it is finalized.
+type FeatureLevelRecord struct {
+	Name  string `json:"name"`
+	Level int16  `json:"featureLevel"`
+}
+
 // ProducerIDsRecord reserves the producer ids below NextProducerID.
 type ProducerIDsRecord struct {
 	NodeID         int32 `json:"nodeId"`
@@ -201,6 +211,8 @@ var recordTypes = []struct {
 		func(r *Record) any { r.Acl = new(AclRecord); return r.Acl }},
 	{"clientQuota", func(r *Record) (any, bool) { return r.ClientQuota, r.ClientQuota != nil },
 		func(r *Record) any { r.ClientQuota = new(ClientQuotaRecord); return r.ClientQuota }},
+	{"featureLevel", func(r *Record) (any, bool) { return r.FeatureLevel, r.FeatureLevel != nil },
+		func(r *Record) any { r.FeatureLevel = new(FeatureLevelRecord); return r.FeatureLevel }},
 }
 
 // Encode returns the record's key (its type name) and value (JSON).

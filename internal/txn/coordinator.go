@@ -471,6 +471,14 @@ func (c *Coordinator) AddPartitions(ctx context.Context, id string, producerID i
 	return errs, res.Err
 }
 
+// AddPartitionsImplicitly adds partitions to a transactions-v2
+// transaction for a partition leader (Machine.AddPartitionsImplicitly).
+func (c *Coordinator) AddPartitionsImplicitly(ctx context.Context, id string, producerID int64, epoch int16, tps []TopicPartition) error {
+	return c.do(ctx, id, func(m *Machine, nowMs int64) Result {
+		return m.AddPartitionsImplicitly(id, producerID, epoch, tps, nowMs)
+	}).Err
+}
+
 // completionWait bounds how long EndTxn waits for the markers after the
 // decision is written.
 const completionWait = 5 * time.Second

@@ -383,6 +383,20 @@ func check(t *Metadata, id string, producerID int64, epoch int16) error {
 // KIP-890 part 1) nothing is added: the error says whether each partition
 // already is in the transaction.
 func (m *Machine) AddPartitions(id string, producerID int64, epoch int16, tps []TopicPartition, verifyOnly bool, nowMs int64) (Result, map[TopicPartition]error) {
+	return m.addPartitions(id, producerID, epoch, tps, verifyOnly, false, nowMs)
+}
+
+// AddPartitionsImplicitly is transactions version 2's add (KIP-890 part
+// 2): a partition leader adds the partition of a Produce v12+ (or the
+// group's offsets partition of a TxnOffsetCommit v5+) before the first
+// write of the transaction to it, the client sending no
+// AddPartitionsToTxn. It is AddPartitions, and marks the transaction v2.
+func (m *Machine) AddPartitionsImplicitly(id string, producerID int64, epoch int16, tps []TopicPartition, nowMs int64) Result {
+	res, _ := m.addPartitions(id, producerID, epoch, tps, false, true, nowMs)
+	return res
+}
+
+func (m *Machine) addPartitions(id string, producerID int64, epoch int16, tps []TopicPartition, verifyOnly, v2 bool, nowMs int64) (Result, map[TopicPartition]error) {
 	t := m.txns[id]
 	if id == "" {
 		return fail(kerr.InvalidRequest, "empty transactional id"), nil
@@ -412,6 +426,9 @@ func (m *Machine) AddPartitions(id string, producerID int64, epoch int16, tps []
 		return Result{}, nil
 	}
 	next := t.clone()
+	if v2 {
+		next.ClientTransactionVersion = 2
+	}
 	if t.State != Ongoing {
 		next.StartMs = nowMs
 	}

@@ -18,7 +18,7 @@ import (
 // with -rewrite to regenerate expected output, and read the diff.
 //
 //	init id=ID timeout=MS [pid=P epoch=E] [fresh=P] now=T
-//	add id=ID pid=P epoch=E parts=(t/0,u/1) [verify] now=T
+//	add id=ID pid=P epoch=E parts=(t/0,u/1) [verify|v2] now=T   v2: a leader's implicit add
 //	end id=ID pid=P epoch=E commit|abort [v2] [fresh=P] now=T   v2: EndTxn v5+
 //	written id=ID [error=NAME]      commit (or fail) the id's oldest pending write
 //	markers-done id=ID now=T         the markers of the id's last marker set are in
@@ -83,7 +83,13 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 			tps = append(tps, TopicPartition{topic, int32(n)})
 		}
 		_, verify := args["verify"]
-		res, errs := h.m.AddPartitions(id, num("pid", -1), int16(num("epoch", -1)), tps, verify, num("now", 0))
+		var res Result
+		var errs map[TopicPartition]error
+		if _, v2 := args["v2"]; v2 {
+			res = h.m.AddPartitionsImplicitly(id, num("pid", -1), int16(num("epoch", -1)), tps, num("now", 0))
+		} else {
+			res, errs = h.m.AddPartitions(id, num("pid", -1), int16(num("epoch", -1)), tps, verify, num("now", 0))
+		}
 		h.result(&out, res)
 		for _, tp := range tps {
 			if err, ok := errs[tp]; ok {
