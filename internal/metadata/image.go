@@ -34,8 +34,12 @@ type Image struct {
 	// bindings (see security.go).
 	ScramCredentials map[ScramKey]ScramCredential
 	Acls             map[Acl]struct{}
-	// AclsVersion changes whenever Acls does, so that an authorizer built
-	// from them can tell it is current.
+	// AclsVersion is one more than the offset of the last Apply that
+	// changed Acls (0: none did), so that an authorizer built from them
+	// can tell it is current: along one log it names one set of ACLs,
+	// also when a snapshot is loaded in between (a count of changes would
+	// not: replaying a snapshot counts only the ACLs it holds, and can
+	// repeat a count that named another set).
 	AclsVersion int64
 	// ClientQuotas are the client quota values by entity (quotas.go);
 	// QuotasVersion changes whenever they do.
@@ -299,7 +303,7 @@ func (img *Image) apply(r *Record, offset int64) error {
 		}
 		img.NextProducerID = r.ProducerIDs.NextProducerID
 	default:
-		if !img.applySecurity(r) {
+		if !img.applySecurity(r, offset) {
 			return fmt.Errorf("%w: empty record", ErrInconsistent)
 		}
 	}

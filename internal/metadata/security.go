@@ -60,9 +60,9 @@ func compareAcls(a, b Acl) int {
 		strings.Compare(a.Host, b.Host), cmp.Compare(a.Operation, b.Operation), cmp.Compare(a.Permission, b.Permission))
 }
 
-// applySecurity applies a SCRAM or ACL record; it reports false for other
-// records.
-func (img *Image) applySecurity(r *Record) bool {
+// applySecurity applies a SCRAM or ACL record of the Apply up to offset;
+// it reports false for other records.
+func (img *Image) applySecurity(r *Record, offset int64) bool {
 	switch {
 	case r.ScramCredential != nil:
 		c := r.ScramCredential
@@ -84,7 +84,7 @@ func (img *Image) applySecurity(r *Record) bool {
 		} else {
 			img.Acls[r.Acl.Acl] = struct{}{}
 		}
-		img.AclsVersion++
+		img.AclsVersion = offset + 1
 	case r.ClientQuota != nil:
 		img.applyQuota(r.ClientQuota)
 	default:

@@ -52,3 +52,32 @@ func TestSecurityRecordsReplay(t *testing.T) {
 		t.Fatal("a snapshot's records do not rebuild the credentials and ACLs")
 	}
 }
+
+// An authorizer is cached by AclsVersion, so two images holding different
+// ACLs must not share one, even when one of them was loaded from a
+// snapshot: here the log adds and removes alice's ACL and adds bob's, and
+// a node that had alice's alone loads the snapshot holding bob's alone.
+func TestAclsVersionNamesOneSet(t *testing.T) {
+	alice := Acl{ResourceType: 2, ResourceName: "orders", PatternType: 3, Principal: "User:alice", Host: "*", Operation: 3, Permission: 3}
+	bob := alice
+	bob.Principal = "User:bob"
+	lagging := replay(t, Empty(), Record{Cluster: &ClusterRecord{ClusterID: "c1"}}, Record{Acl: &AclRecord{Acl: alice}})
+	current := replay(t, lagging, Record{Acl: &AclRecord{Acl: alice, Removed: true}}, Record{Acl: &AclRecord{Acl: bob}})
+	snapshot, err := Empty().Apply(current.Offset, current.Records()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(snapshot.Acls, current.Acls) || reflect.DeepEqual(snapshot.Acls, lagging.Acls) {
+		t.Fatalf("ACLs: snapshot %v, current %v, lagging %v", snapshot.Acls, current.Acls, lagging.Acls)
+	}
+	if snapshot.AclsVersion == lagging.AclsVersion {
+		t.Fatalf("the snapshot's ACLs and the lagging node's have one version, %d", snapshot.AclsVersion)
+	}
+	same := replay(t, current, Record{Cluster: &ClusterRecord{ClusterID: "c1"}})
+	if same.AclsVersion != current.AclsVersion {
+		t.Fatalf("a record that is not an ACL changed the version from %d to %d", current.AclsVersion, same.AclsVersion)
+	}
+	if Empty().AclsVersion == lagging.AclsVersion {
+		t.Fatal("an image with an ACL has the empty image's version")
+	}
+}
