@@ -2,6 +2,8 @@ package broker
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -26,7 +28,15 @@ import (
 // rebuilt from the metadata image's ACLs when they change and read
 // through an atomic pointer.
 
-// authzState is the authorizer built from one version of the ACLs.
+// authzCache holds the authorizer built from one version of the ACLs;
+// mu lets one goroutine build the next while the others wait for it (the
+// first request of each connection after a change would otherwise each
+// build their own).
+type authzCache struct {
+	mu  sync.Mutex
+	cur atomic.Pointer[authzState]
+}
+
 type authzState struct {
 	version int64
 	az      *auth.Authorizer
@@ -35,22 +45,36 @@ type authzState struct {
 // authorizerNow returns the authorizer for the current image, nil when
 // authorization is off.
 func (b *Broker) authorizerNow() *auth.Authorizer {
+	az, _ := b.authorizerFor(b.image.Load())
+	return az
+}
+
+// authorizerFor returns the authorizer of img's ACLs and their version,
+// nil when authorization is off.
+func (b *Broker) authorizerFor(img *metadata.Image) (*auth.Authorizer, int64) {
 	if !b.authzOn {
-		return nil
+		return nil, 0
 	}
-	img := b.image.Load()
-	version := img.AclsVersion
-	if st := b.authz.Load(); st != nil && st.version == version {
-		return st.az
+	if st := b.authz.cur.Load(); st != nil && st.version == img.AclsVersion {
+		return st.az, st.version
 	}
-	list := img.AclList()
-	acls := make([]auth.Acl, len(list))
-	for i, a := range list {
-		acls[i] = toAuthAcl(a)
+	b.authz.mu.Lock()
+	defer b.authz.mu.Unlock()
+	st := b.authz.cur.Load()
+	if st != nil && st.version == img.AclsVersion {
+		return st.az, st.version
+	}
+	// The authorizer indexes the ACLs by resource; its decisions do not
+	// depend on their order.
+	acls := make([]auth.Acl, 0, len(img.Acls))
+	for a := range img.Acls {
+		acls = append(acls, toAuthAcl(a))
 	}
 	az := auth.NewAuthorizer(acls, splitSuperUsers(b.cfg.String("super.users")), b.cfg.Bool("allow.everyone.if.no.acl.found"))
-	b.authz.Store(&authzState{version: version, az: az})
-	return az
+	if st == nil || img.AclsVersion > st.version { // not for an older image still in use
+		b.authz.cur.Store(&authzState{version: img.AclsVersion, az: az})
+	}
+	return az, img.AclsVersion
 }
 
 func splitSuperUsers(s string) []string {
@@ -68,7 +92,7 @@ func splitSuperUsers(s string) []string {
 }
 
 // access is one request's principal and address, checked against the
-// authorizer.
+// authorizer. Rules take it by value, so that it stays off the heap.
 type access struct {
 	az      *auth.Authorizer
 	p       auth.Principal
@@ -85,12 +109,12 @@ func (a *access) topic(op int8, name string) bool { return a.can(op, auth.Resour
 func (a *access) group(op int8, name string) bool { return a.can(op, auth.ResourceGroup, name) }
 
 // authzRule authorizes one API's request; next is its handler.
-type authzRule func(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response
+type authzRule func(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response
 
 var authzRules = map[int16]authzRule{}
 
 func init() {
-	open := func(b *Broker, _ *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+	open := func(b *Broker, _ access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 		return next(b, ctx, c, req)
 	}
 	for _, k := range []kmsg.Key{kmsg.ApiVersions, kmsg.SASLHandshake, kmsg.SASLAuthenticate, kmsg.DescribeCluster} {
@@ -140,12 +164,18 @@ func init() {
 // authorize runs the request's rule when authorization is on and the
 // principal is not a super user.
 func (b *Broker) authorize(ctx context.Context, c *wire.Conn, s *session, req *wire.Request, next handler) wire.Response {
-	az := b.authorizerNow()
+	img := b.image.Load()
+	az, version := b.authorizerFor(img)
 	if az == nil {
 		return next(b, ctx, c, req)
 	}
-	subject := az.Subject(s.principal)
-	if subject.Super() {
+	if s.subjectVersion != version || s.subjectOf != s.principal {
+		// Once per connection and change of the ACLs or the principal. The
+		// session keeps no authorizer or image: an idle connection holds
+		// on to neither.
+		s.subject, s.subjectOf, s.subjectVersion = az.Subject(s.principal), s.principal, version
+	}
+	if s.subject.Super() {
 		return next(b, ctx, c, req)
 	}
 	rule, ok := authzRules[req.Key]
@@ -153,7 +183,7 @@ func (b *Broker) authorize(ctx context.Context, c *wire.Conn, s *session, req *w
 		b.logger.Info("closing connection: no authorization rule for the API", "api", apiName(req.Key), "principal", s.principal, "remote", c.RemoteAddr())
 		return wire.Response{NoResponse: true, Close: true}
 	}
-	return rule(b, &access{az: az, p: s.principal, subject: subject, host: s.host, img: b.image.Load()}, ctx, c, req, next)
+	return rule(b, access{az: az, p: s.principal, subject: s.subject, host: s.host, img: img}, ctx, c, req, next)
 }
 
 // fixResponse applies fix to the response body the handler returns, now
@@ -193,7 +223,7 @@ var (
 )
 
 func clusterRule(op int8) authzRule {
-	return func(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+	return func(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 		if !a.cluster(op) {
 			return errorResponse(req, clusterDenied)
 		}
@@ -201,7 +231,7 @@ func clusterRule(op int8) authzRule {
 	}
 }
 
-func authorizeProduce(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+func authorizeProduce(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 	r := req.Body.(*kmsg.ProduceRequest)
 	if r.TransactionID != nil && !a.can(auth.OpWrite, auth.ResourceTransactionalID, *r.TransactionID) {
 		if r.Acks == 0 {
@@ -229,7 +259,7 @@ func authorizeProduce(b *Broker, a *access, ctx context.Context, c *wire.Conn, r
 	})
 }
 
-func authorizeFetch(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+func authorizeFetch(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 	r := req.Body.(*kmsg.FetchRequest)
 	if r.ReplicaID >= 0 || r.ReplicaState.ID >= 0 {
 		// A follower's fetch needs CLUSTER_ACTION.
@@ -270,7 +300,7 @@ func authorizeFetch(b *Broker, a *access, ctx context.Context, c *wire.Conn, req
 	})
 }
 
-func authorizeMetadata(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+func authorizeMetadata(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 	r := req.Body.(*kmsg.MetadataRequest)
 	if r.Topics == nil {
 		// All topics: those it may not describe are left out.
@@ -319,7 +349,7 @@ func authorizeMetadata(b *Broker, a *access, ctx context.Context, c *wire.Conn, 
 	})
 }
 
-func authorizeListOffsets(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+func authorizeListOffsets(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 	r := req.Body.(*kmsg.ListOffsetsRequest)
 	kept, denied := split(r.Topics, func(t kmsg.ListOffsetsRequestTopic) bool { return a.topic(auth.OpDescribe, t.Topic) })
 	if len(denied) == 0 {
@@ -341,7 +371,7 @@ func authorizeListOffsets(b *Broker, a *access, ctx context.Context, c *wire.Con
 	})
 }
 
-func authorizeOffsetForLeaderEpoch(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+func authorizeOffsetForLeaderEpoch(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 	r := req.Body.(*kmsg.OffsetForLeaderEpochRequest)
 	if r.ReplicaID >= 0 {
 		if !a.cluster(auth.OpClusterAction) {
@@ -369,7 +399,7 @@ func authorizeOffsetForLeaderEpoch(b *Broker, a *access, ctx context.Context, c 
 	})
 }
 
-func authorizeFindCoordinator(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+func authorizeFindCoordinator(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 	r := req.Body.(*kmsg.FindCoordinatorRequest)
 	allowed := func(key string) (bool, int16) {
 		if r.CoordinatorType == 1 {
@@ -408,7 +438,7 @@ func authorizeFindCoordinator(b *Broker, a *access, ctx context.Context, c *wire
 	})
 }
 
-func authorizeInitProducerID(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+func authorizeInitProducerID(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 	r := req.Body.(*kmsg.InitProducerIDRequest)
 	if r.TransactionalID != nil {
 		if !a.can(auth.OpWrite, auth.ResourceTransactionalID, *r.TransactionalID) {
@@ -427,7 +457,7 @@ func authorizeInitProducerID(b *Broker, a *access, ctx context.Context, c *wire.
 // authorizeAddPartitionsToTxn: a client's request (v0-3) needs WRITE on
 // its transactional id and on each topic; the brokers' batched form (v4)
 // CLUSTER_ACTION.
-func authorizeAddPartitionsToTxn(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+func authorizeAddPartitionsToTxn(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 	r := req.Body.(*kmsg.AddPartitionsToTxnRequest)
 	if r.Version >= 4 {
 		return clusterRule(auth.OpClusterAction)(b, a, ctx, c, req, next)
@@ -445,7 +475,7 @@ func authorizeAddPartitionsToTxn(b *Broker, a *access, ctx context.Context, c *w
 
 // authorizeTxnWrite is the rule of AddOffsetsToTxn (which also needs READ
 // on the group) and EndTxn: WRITE on the transactional id.
-func authorizeTxnWrite(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+func authorizeTxnWrite(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 	var id string
 	switch r := req.Body.(type) {
 	case *kmsg.AddOffsetsToTxnRequest:
@@ -464,7 +494,7 @@ func authorizeTxnWrite(b *Broker, a *access, ctx context.Context, c *wire.Conn, 
 
 // authorizeGroupRead is the rule of the group membership APIs: READ on
 // the group.
-func authorizeGroupRead(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+func authorizeGroupRead(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 	var group string
 	switch r := req.Body.(type) {
 	case *kmsg.JoinGroupRequest:
@@ -484,7 +514,7 @@ func authorizeGroupRead(b *Broker, a *access, ctx context.Context, c *wire.Conn,
 	return next(b, ctx, c, req)
 }
 
-func authorizeOffsetCommit(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+func authorizeOffsetCommit(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 	r := req.Body.(*kmsg.OffsetCommitRequest)
 	if !a.group(auth.OpRead, r.Group) {
 		return errorResponse(req, groupDenied)
@@ -509,7 +539,7 @@ func authorizeOffsetCommit(b *Broker, a *access, ctx context.Context, c *wire.Co
 	})
 }
 
-func authorizeOffsetFetch(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+func authorizeOffsetFetch(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 	r := req.Body.(*kmsg.OffsetFetchRequest)
 	if r.Version < 8 {
 		if !a.group(auth.OpDescribe, r.Group) {
@@ -557,7 +587,7 @@ func authorizeOffsetFetch(b *Broker, a *access, ctx context.Context, c *wire.Con
 	})
 }
 
-func authorizeOffsetDelete(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+func authorizeOffsetDelete(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 	r := req.Body.(*kmsg.OffsetDeleteRequest)
 	if !a.group(auth.OpDelete, r.Group) {
 		return errorResponse(req, groupDenied)
@@ -570,7 +600,7 @@ func authorizeOffsetDelete(b *Broker, a *access, ctx context.Context, c *wire.Co
 	return next(b, ctx, c, req)
 }
 
-func authorizeDescribeGroups(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+func authorizeDescribeGroups(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 	r := req.Body.(*kmsg.DescribeGroupsRequest)
 	denied, kept := splitNames(r.Groups, func(g string) bool { return a.group(auth.OpDescribe, g) })
 	r.Groups = kept
@@ -584,7 +614,7 @@ func authorizeDescribeGroups(b *Broker, a *access, ctx context.Context, c *wire.
 	})
 }
 
-func authorizeConsumerGroupDescribe(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+func authorizeConsumerGroupDescribe(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 	r := req.Body.(*kmsg.ConsumerGroupDescribeRequest)
 	denied, kept := splitNames(r.Groups, func(g string) bool { return a.group(auth.OpDescribe, g) })
 	r.Groups = kept
@@ -598,7 +628,7 @@ func authorizeConsumerGroupDescribe(b *Broker, a *access, ctx context.Context, c
 	})
 }
 
-func authorizeListGroups(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+func authorizeListGroups(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 	if a.cluster(auth.OpDescribe) {
 		return next(b, ctx, c, req)
 	}
@@ -614,7 +644,7 @@ func authorizeListGroups(b *Broker, a *access, ctx context.Context, c *wire.Conn
 	})
 }
 
-func authorizeDeleteGroups(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+func authorizeDeleteGroups(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 	r := req.Body.(*kmsg.DeleteGroupsRequest)
 	denied, kept := splitNames(r.Groups, func(g string) bool { return a.group(auth.OpDelete, g) })
 	r.Groups = kept
@@ -648,7 +678,7 @@ func splitNames(names []string, ok func(string) bool) (denied, kept []string) {
 // not. A created topic's configuration, partition count and replication
 // factor are returned only with DESCRIBE_CONFIGS on it; otherwise
 // ConfigErrorCode is TOPIC_AUTHORIZATION_FAILED.
-func authorizeCreateTopics(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+func authorizeCreateTopics(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 	r := req.Body.(*kmsg.CreateTopicsRequest)
 	clusterCreate := a.cluster(auth.OpCreate)
 	var denied []string
@@ -683,7 +713,7 @@ func authorizeCreateTopics(b *Broker, a *access, ctx context.Context, c *wire.Co
 	})
 }
 
-func authorizeDeleteTopics(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+func authorizeDeleteTopics(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 	r := req.Body.(*kmsg.DeleteTopicsRequest)
 	deniedNames, keptNames := splitNames(r.TopicNames, func(n string) bool { return a.topic(auth.OpDelete, n) })
 	var deniedTopics []kmsg.DeleteTopicsRequestTopic
@@ -724,7 +754,7 @@ func authorizeDeleteTopics(b *Broker, a *access, ctx context.Context, c *wire.Co
 	})
 }
 
-func authorizeCreatePartitions(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+func authorizeCreatePartitions(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 	r := req.Body.(*kmsg.CreatePartitionsRequest)
 	var denied []string
 	kept := r.Topics[:0:0]
@@ -749,7 +779,7 @@ func authorizeCreatePartitions(b *Broker, a *access, ctx context.Context, c *wir
 	})
 }
 
-func authorizeDeleteRecords(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+func authorizeDeleteRecords(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 	r := req.Body.(*kmsg.DeleteRecordsRequest)
 	kept, denied := split(r.Topics, func(t kmsg.DeleteRecordsRequestTopic) bool { return a.topic(auth.OpDelete, t.Topic) })
 	if len(denied) == 0 {
@@ -771,7 +801,7 @@ func authorizeDeleteRecords(b *Broker, a *access, ctx context.Context, c *wire.C
 	})
 }
 
-func authorizeDescribeProducers(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+func authorizeDescribeProducers(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 	r := req.Body.(*kmsg.DescribeProducersRequest)
 	kept, denied := split(r.Topics, func(t kmsg.DescribeProducersRequestTopic) bool { return a.topic(auth.OpRead, t.Topic) })
 	if len(denied) == 0 {
@@ -795,14 +825,14 @@ func authorizeDescribeProducers(b *Broker, a *access, ctx context.Context, c *wi
 
 // configAllowed checks a config resource: a topic's own ACLs, a broker's
 // the cluster's.
-func configAllowed(a *access, resourceType kmsg.ConfigResourceType, name string, op int8) (bool, int16) {
+func configAllowed(a access, resourceType kmsg.ConfigResourceType, name string, op int8) (bool, int16) {
 	if resourceType == kmsg.ConfigResourceTypeTopic {
 		return a.topic(op, name), topicDenied
 	}
 	return a.cluster(op), clusterDenied
 }
 
-func authorizeDescribeConfigs(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+func authorizeDescribeConfigs(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 	r := req.Body.(*kmsg.DescribeConfigsRequest)
 	type deniedResource struct {
 		rt   kmsg.ConfigResourceType
@@ -832,7 +862,7 @@ func authorizeDescribeConfigs(b *Broker, a *access, ctx context.Context, c *wire
 	})
 }
 
-func authorizeAlterConfigs(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+func authorizeAlterConfigs(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 	r := req.Body.(*kmsg.AlterConfigsRequest)
 	for _, res := range r.Resources {
 		if ok, code := configAllowed(a, res.ResourceType, res.ResourceName, auth.OpAlterConfigs); !ok {
@@ -842,7 +872,7 @@ func authorizeAlterConfigs(b *Broker, a *access, ctx context.Context, c *wire.Co
 	return next(b, ctx, c, req)
 }
 
-func authorizeIncrementalAlterConfigs(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+func authorizeIncrementalAlterConfigs(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 	r := req.Body.(*kmsg.IncrementalAlterConfigsRequest)
 	for _, res := range r.Resources {
 		if ok, code := configAllowed(a, res.ResourceType, res.ResourceName, auth.OpAlterConfigs); !ok {
@@ -854,15 +884,22 @@ func authorizeIncrementalAlterConfigs(b *Broker, a *access, ctx context.Context,
 
 // split returns, in order, the items keep allows and the others: the
 // parts of a request that go on to the handler and those answered as
-// denied.
+// denied. When keep allows them all, kept is items itself.
 func split[T any](items []T, keep func(T) bool) (kept, denied []T) {
-	kept = items[:0:0]
-	for _, it := range items {
+	for i, it := range items {
 		if keep(it) {
-			kept = append(kept, it)
-		} else {
-			denied = append(denied, it)
+			if denied != nil {
+				kept = append(kept, it)
+			}
+			continue
 		}
+		if denied == nil {
+			kept = append(make([]T, 0, len(items)-1), items[:i]...)
+		}
+		denied = append(denied, it)
+	}
+	if denied == nil {
+		return items, nil
 	}
 	return kept, denied
 }

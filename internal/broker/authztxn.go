@@ -20,7 +20,7 @@ func init() {
 
 // authorizeTxnOffsetCommit: WRITE on the transactional id, READ on the
 // group and on each topic.
-func authorizeTxnOffsetCommit(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+func authorizeTxnOffsetCommit(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 	r := req.Body.(*kmsg.TxnOffsetCommitRequest)
 	code := int16(0)
 	switch {
@@ -54,7 +54,7 @@ func authorizeTxnOffsetCommit(b *Broker, a *access, ctx context.Context, c *wire
 }
 
 // authorizeDescribeTransactions: DESCRIBE on each transactional id.
-func authorizeDescribeTransactions(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+func authorizeDescribeTransactions(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 	r := req.Body.(*kmsg.DescribeTransactionsRequest)
 	denied, kept := splitNames(r.TransactionalIDs, func(id string) bool {
 		return a.can(auth.OpDescribe, auth.ResourceTransactionalID, id)
@@ -72,7 +72,7 @@ func authorizeDescribeTransactions(b *Broker, a *access, ctx context.Context, c 
 
 // authorizeListTransactions leaves out the transactions the principal may
 // not DESCRIBE.
-func authorizeListTransactions(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+func authorizeListTransactions(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) {
 		resp := body.(*kmsg.ListTransactionsResponse)
 		kept := resp.TransactionStates[:0]
@@ -87,7 +87,7 @@ func authorizeListTransactions(b *Broker, a *access, ctx context.Context, c *wir
 
 // authorizeDescribeTopicPartitions: DESCRIBE on each topic, answered
 // TOPIC_AUTHORIZATION_FAILED whether it exists or not.
-func authorizeDescribeTopicPartitions(b *Broker, a *access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+func authorizeDescribeTopicPartitions(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 	r := req.Body.(*kmsg.DescribeTopicPartitionsRequest)
 	if len(r.Topics) == 0 {
 		return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) {

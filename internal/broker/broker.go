@@ -146,7 +146,7 @@ type Broker struct {
 	// (ssl.principal.mapping.rules).
 	principalMapper *auth.PrincipalMapper
 	// authz caches the authorizer built from the image's ACLs (authz.go).
-	authz   atomic.Pointer[authzState]
+	authz   authzCache
 	authzOn bool // authorizer.class.name is set
 	// quotas measures clients' byte rates against their quotas.
 	quotas      *quota.Manager

@@ -17,6 +17,11 @@ type session struct {
 	principal auth.Principal
 	// host is the client's IP address, as ACLs name hosts.
 	host string
+	// subject is subjectOf prepared for the authorizer of the ACLs at
+	// subjectVersion (authz.go).
+	subject        auth.Subject
+	subjectOf      auth.Principal
+	subjectVersion int64
 
 	// saslPending is set on a SASL listener until the client has
 	// authenticated; exchange is the SASL exchange under way (after
