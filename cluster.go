@@ -2,6 +2,7 @@ package strata
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -408,6 +410,47 @@ func (c *Cluster) Isolate(id int32) error {
 // Heal undoes every Partition.
 func (c *Cluster) Heal() { c.net.heal() }
 
+// HeldResponse is the response to one request between two nodes, held
+// back from the node that sent the request (HoldResponse).
+type HeldResponse struct {
+	pair        [2]int32
+	apiKey      int16
+	arrived     chan struct{}
+	release     chan struct{}
+	releaseOnce sync.Once
+}
+
+// Arrived is closed once the response's first bytes reached the
+// requesting node, and are held: the other node has answered.
+func (h *HeldResponse) Arrived() <-chan struct{} { return h.arrived }
+
+// Release hands the response to the requesting node. It may be called
+// more than once.
+func (h *HeldResponse) Release() { h.releaseOnce.Do(func() { close(h.release) }) }
+
+// HoldResponse arms a hold on the next request with this Kafka API key
+// that node from sends to node to on a connection between them (a
+// broker's inter-broker client: a transaction's verification or its
+// markers, say): the request goes through and is answered, but node from
+// reads nothing more on that connection until Release. This orders
+// events across nodes without timing them: what the test does between
+// Arrived and Release happens after node to answered and before node from
+// acts on the answer.
+func (c *Cluster) HoldResponse(from, to int32, apiKey int16) (*HeldResponse, error) {
+	if _, err := c.node(from); err != nil {
+		return nil, err
+	}
+	if _, err := c.node(to); err != nil {
+		return nil, err
+	}
+	h := &HeldResponse{pair: [2]int32{from, to}, apiKey: apiKey, arrived: make(chan struct{}), release: make(chan struct{})}
+	c.net.mu.Lock()
+	c.net.holds = append(c.net.holds, h)
+	c.net.armed.Store(int32(len(c.net.holds)))
+	c.net.mu.Unlock()
+	return h, nil
+}
+
 // Leader returns the node that leads a topic's partition (-1 when it has
 // none): of what the running nodes' metadata says, the answer with the
 // highest leader epoch, so that a node cut off from the others, whose
@@ -479,6 +522,9 @@ type faultNet struct {
 	owners map[string]int32 // an address a node listens on → the node
 	cuts   map[[2]int32]bool
 	conns  map[[2]int32]map[*trackedConn]struct{}
+	holds  []*HeldResponse // armed, not yet matched to a request
+	// armed is len(holds), read without mu on every write.
+	armed atomic.Int32
 }
 
 func newFaultNet() *faultNet {
@@ -551,6 +597,42 @@ type trackedConn struct {
 	net  *faultNet
 	pair [2]int32
 	once sync.Once
+	// held is the hold matched by the last request written, for the
+	// next read (a Kafka client reads a response only after writing its
+	// request).
+	held atomic.Pointer[HeldResponse]
+}
+
+// Write matches the request it carries against the armed holds. Kafka
+// clients (kgo, which the nodes use) write each request whole, so the
+// frame's header is at the start: size, API key.
+func (t *trackedConn) Write(b []byte) (int, error) {
+	if len(b) >= 6 && t.net.armed.Load() > 0 {
+		key := int16(binary.BigEndian.Uint16(b[4:6]))
+		t.net.mu.Lock()
+		for i, h := range t.net.holds {
+			if h.pair == t.pair && h.apiKey == key {
+				t.held.Store(h)
+				t.net.holds = append(t.net.holds[:i], t.net.holds[i+1:]...)
+				t.net.armed.Store(int32(len(t.net.holds)))
+				break
+			}
+		}
+		t.net.mu.Unlock()
+	}
+	return t.Conn.Write(b)
+}
+
+// Read holds the response to a held request until its release.
+func (t *trackedConn) Read(b []byte) (int, error) {
+	h := t.held.Swap(nil)
+	if h == nil {
+		return t.Conn.Read(b)
+	}
+	n, err := t.Conn.Read(b)
+	close(h.arrived)
+	<-h.release
+	return n, err
 }
 
 func (t *trackedConn) Close() error {

@@ -72,14 +72,17 @@ func (b *Broker) handleProduce(ctx context.Context, _ *wire.Conn, req *wire.Requ
 		vctx, cancel := context.WithTimeout(ctx, txnVerifyTimeout)
 		refused := b.verifyTxn(vctx, *r.TransactionID, v, r.Version >= 12)
 		cancel()
-		return b.produce(ctx, r, b.image.Load(), refused)
+		return b.produce(ctx, r, b.image.Load(), refused, v.guards)
 	}
-	return b.produce(ctx, r, img, nil)
+	return b.produce(ctx, r, img, nil, nil)
 }
 
 // produce appends a produce request's partitions, less those refused
-// (transactional writes the coordinator did not verify).
-func (b *Broker) produce(ctx context.Context, r *kmsg.ProduceRequest, img *metadata.Image, refused map[txn.TopicPartition]error) wire.Response {
+// (transactional writes the coordinator did not verify), each with the
+// verification guard its leader took (none: the zero guard, which opens
+// no transaction).
+func (b *Broker) produce(ctx context.Context, r *kmsg.ProduceRequest, img *metadata.Image, refused map[txn.TopicPartition]error,
+	guards map[txn.TopicPartition]producer.VerificationGuard) wire.Response {
 	resp := r.ResponseKind().(*kmsg.ProduceResponse)
 	var pending []pendingAppend
 	var leaders leaderHints
@@ -107,7 +110,8 @@ func (b *Broker) produce(ctx context.Context, r *kmsg.ProduceRequest, img *metad
 				var p *replica.Partition
 				p, err = b.producePartition(img, rt.Topic, rp.Partition)
 				if err == nil {
-					err = b.appendProduced(p, rp.Records, r.Acks, r.Version, sp, &pending)
+					guard := guards[txn.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}]
+					err = b.appendProduced(p, rp.Records, r.Acks, r.Version, guard, sp, &pending)
 				}
 			}
 			if err != nil {
@@ -164,11 +168,12 @@ func (b *Broker) producePartition(img *metadata.Image, topic string, partition i
 
 // appendProduced appends one partition's records and fills its response;
 // appends that must wait (acks=all, fsync) are added to pending.
-func (b *Broker) appendProduced(p *replica.Partition, records []byte, acks, version int16, sp *kmsg.ProduceResponseTopicPartition, pending *[]pendingAppend) error {
+func (b *Broker) appendProduced(p *replica.Partition, records []byte, acks, version int16, guard producer.VerificationGuard,
+	sp *kmsg.ProduceResponseTopicPartition, pending *[]pendingAppend) error {
 	if len(records) == 0 {
 		return fmt.Errorf("%w: no record batches", kerr.CorruptMessage)
 	}
-	res, err := p.AppendAsLeader(records, acks)
+	res, err := p.AppendVerified(records, acks, guard)
 	if err != nil {
 		var re *record.RecordError
 		if errors.As(err, &re) && version >= 8 {

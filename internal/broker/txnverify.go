@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-io/strata/internal/metadata"
+	"github.com/strata-io/strata/internal/producer"
 	"github.com/strata-io/strata/internal/txn"
 )
 
@@ -26,18 +27,25 @@ import (
 // transaction no marker will close, which would hold the last stable
 // offset back forever.
 //
-// The check and the append are not atomic: a marker landing between them
-// is not caught (Kafka closes that window with a verification guard that
-// markers clear).
+// The check and the append are not atomic (the coordinator is asked with
+// no lock held), so, as in Kafka, the leader takes a verification guard
+// in the partition's producer state before asking, a marker for the
+// producer clears it, and the append opens a transaction only with the
+// guard still in place (producer.VerificationGuard): a marker landing
+// between the answer and the append makes the append INVALID_TXN_STATE.
 
 // txnVerifyTimeout bounds a verification.
 const txnVerifyTimeout = 10 * time.Second
 
-// txnVerification is one produce request's partitions that need it.
+// txnVerification is one produce request's partitions that need it, with
+// the verification guard each partition's leader took
+// (replica.StartTxnVerification): the append checks that no marker
+// cleared it meanwhile.
 type txnVerification struct {
 	producerID int64
 	epoch      int16
 	partitions []txn.TopicPartition
+	guards     map[txn.TopicPartition]producer.VerificationGuard
 }
 
 // needsTxnVerification lists the partitions of a transactional produce
@@ -53,14 +61,16 @@ func (b *Broker) needsTxnVerification(img *metadata.Image, r *kmsg.ProduceReques
 			if err != nil || len(rp.Records) == 0 {
 				continue
 			}
-			id, epoch, opens := p.OpensTransaction(rp.Records)
-			if !opens {
+			id, epoch, guard, needed := p.StartTxnVerification(rp.Records)
+			if !needed {
 				continue
 			}
 			if v == nil {
-				v = &txnVerification{producerID: id, epoch: epoch}
+				v = &txnVerification{producerID: id, epoch: epoch, guards: map[txn.TopicPartition]producer.VerificationGuard{}}
 			}
-			v.partitions = append(v.partitions, txn.TopicPartition{Topic: rt.Topic, Partition: rp.Partition})
+			tp := txn.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}
+			v.partitions = append(v.partitions, tp)
+			v.guards[tp] = guard
 		}
 	}
 	return v

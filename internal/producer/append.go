@@ -25,6 +25,10 @@ type Append struct {
 	dup           BatchMetadata
 	failed        bool
 	open          bool
+	// verify is set by BeginVerified: a batch that opens a transaction
+	// needs guard to be its producer's verification (verify.go).
+	verify bool
+	guard  VerificationGuard
 }
 
 // stagedProducer is the state a producer will have after the append: a copy
@@ -52,6 +56,7 @@ func (a *Append) reset() {
 	a.fresh, a.dups = 0, 0
 	a.dup = BatchMetadata{}
 	a.failed, a.open = false, false
+	a.verify, a.guard = false, 0
 }
 
 // Check validates the next batch of the request. It must be called for every
@@ -67,7 +72,8 @@ func (a *Append) reset() {
 // A transactional batch opens the producer's transaction on this partition
 // when none is open (its first offset holds the last stable offset back); a
 // non-transactional batch while one is open is ErrInvalidTxnState, as in
-// Kafka.
+// Kafka. After BeginVerified, so is a batch that would open one without
+// its producer's verification guard (verify.go).
 //
 // It returns an error when the batch must be refused: ErrOutOfOrderSequence,
 // ErrInvalidProducerEpoch, ErrInvalidRecord or ErrInvalidTxnState. The broker
@@ -127,6 +133,9 @@ func (a *Append) Check(h record.Header) (*BatchMetadata, error) {
 	}
 	switch {
 	case h.IsTransactional() && e.currentTxnFirstOffset < 0 && sp.txnStart < 0:
+		if a.verify && !a.state.verified(h.ProducerID, a.guard) {
+			return a.fail(ErrInvalidTxnState, h, errUnverified(a.guard))
+		}
 		sp.txnStart = relOffset
 	case !h.IsTransactional() && (e.currentTxnFirstOffset >= 0 || sp.txnStart >= 0):
 		return a.fail(ErrInvalidTxnState, h, "a non-transactional batch in an open transaction")
@@ -152,6 +161,7 @@ func (a *Append) Commit(firstOffset int64) {
 		}
 		if sp.txnStart >= 0 {
 			e.currentTxnFirstOffset = firstOffset + sp.txnStart
+			a.state.clearVerification(sp.id)
 		}
 		if cur := a.state.producers[sp.id]; cur != nil {
 			*cur = *e

@@ -20,7 +20,7 @@
 //
 // Produce (leader), for one partition of one request, under the append lock:
 //
-//	a := state.Begin()
+//	a := state.BeginVerified(guard)   // Begin() for the coordinators' own writes
 //	for each batch h in the request's records, in order:
 //		dup, err := a.Check(h)   // every batch, with or without a producer id
 //		err != nil → answer the partition ErrorCode(err); append nothing
@@ -29,6 +29,10 @@
 //	               sends it on CreateTime topics too); append nothing
 //	otherwise    → append the records; on success a.Commit(baseOffset),
 //	               on failure simply do not commit (the next Begin discards)
+//
+// where guard comes from StartVerification, called under the append lock
+// before the broker asks the transaction coordinator about a batch that
+// would open its producer's transaction (verify.go), or is zero.
 //
 // Replication (follower) and rebuild: Update(h) for every batch appended, in
 // log order, with h.BaseOffset as stored (a follower passes markers to

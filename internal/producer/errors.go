@@ -23,7 +23,9 @@ var (
 	// negative epoch, which no producer id is handed out with.
 	ErrInvalidRecord = errors.New("producer: invalid sequence number in idempotent batch")
 	// ErrInvalidTxnState is returned for a non-transactional batch from a
-	// producer with a transaction open on the partition.
+	// producer with a transaction open on the partition, and (after
+	// BeginVerified) for a batch that would open a transaction whose
+	// verification with the coordinator no longer holds.
 	ErrInvalidTxnState = errors.New("producer: batch does not match the producer's transaction state")
 	// ErrCoordinatorFenced is returned by CheckMarker for a marker from a
 	// transaction coordinator older than the last one that wrote one.

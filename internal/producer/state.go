@@ -163,12 +163,18 @@ type PartitionState struct {
 	// ongoing maps the producers with an open transaction on the
 	// partition to its first offset: Kafka's ongoingTxns.
 	ongoing map[int64]int64
-	append  Append
+	// verifying are the producers whose first transactional write here
+	// is being verified with the coordinator (verify.go), and lastGuard
+	// the last guard handed out.
+	verifying map[int64]verificationEntry
+	lastGuard uint64
+	append    Append
 }
 
 // NewPartitionState returns the state of a partition with no producers.
 func NewPartitionState() *PartitionState {
-	s := &PartitionState{producers: make(map[int64]*producerEntry), ongoing: make(map[int64]int64)}
+	s := &PartitionState{producers: make(map[int64]*producerEntry), ongoing: make(map[int64]int64),
+		verifying: make(map[int64]verificationEntry)}
 	s.append.state = s
 	return s
 }
@@ -220,6 +226,7 @@ func (s *PartitionState) Len() int { return len(s.producers) }
 func (s *PartitionState) Reset() {
 	clear(s.producers)
 	clear(s.ongoing)
+	clear(s.verifying)
 	s.append.reset()
 }
 
@@ -239,6 +246,9 @@ func (s *PartitionState) Update(h record.Header) {
 	}
 	e.apply(&h)
 	s.track(h.ProducerID, e)
+	if h.IsTransactional() {
+		s.clearVerification(h.ProducerID)
+	}
 }
 
 // Expire forgets the producers whose latest batch timestamp is
@@ -248,6 +258,7 @@ func (s *PartitionState) Update(h record.Header) {
 // the topic uses LogAppendTime), so leader, followers and a rebuilt state
 // agree.
 func (s *PartitionState) Expire(nowMs, expirationMs int64) int {
+	s.expireVerifications(nowMs, expirationMs)
 	n := 0
 	for id, e := range s.producers {
 		if e.currentTxnFirstOffset < 0 && nowMs-e.lastTimestamp >= expirationMs {

@@ -53,6 +53,9 @@ func (s *PartitionState) EndTxn(h record.Header, m record.Marker) CompletedTxn {
 	e.apply(&h)
 	e.coordinatorEpoch = max(e.coordinatorEpoch, m.CoordinatorEpoch)
 	s.track(h.ProducerID, e)
+	// A verification started before the marker verified a transaction
+	// that is over now.
+	s.clearVerification(h.ProducerID)
 	return done
 }
 

@@ -33,12 +33,24 @@ type AppendResult struct {
 // the lock and before the idempotent producers' state looks at the
 // batches: a corrupt retry is refused, never answered as a duplicate.
 func (p *Partition) AppendAsLeader(records []byte, acks int16) (AppendResult, error) {
+	return p.appendProduced(records, acks, false, 0)
+}
+
+// AppendVerified is AppendAsLeader for a client's produce: a batch that
+// would open its producer's transaction is refused
+// (producer.ErrInvalidTxnState) unless guard, from StartTxnVerification
+// and verified with the coordinator since, still holds.
+func (p *Partition) AppendVerified(records []byte, acks int16, guard producer.VerificationGuard) (AppendResult, error) {
+	return p.appendProduced(records, acks, true, guard)
+}
+
+func (p *Partition) appendProduced(records []byte, acks int16, verify bool, guard producer.VerificationGuard) (AppendResult, error) {
 	s := p.settings.Load()
 	batches, err := p.log.ValidateProduced(records)
 	if err != nil {
 		return AppendResult{}, err
 	}
-	res, snapshot, err := p.appendAsLeader(batches, acks, s)
+	res, snapshot, err := p.appendAsLeader(batches, acks, s, verify, guard)
 	if err != nil {
 		return res, err
 	}
@@ -57,7 +69,7 @@ func (p *Partition) AppendAsLeader(records []byte, acks int16) (AppendResult, er
 
 // appendAsLeader appends under the append lock. When the append rolled a
 // segment, it returns the producers' snapshot to write at the roll.
-func (p *Partition) appendAsLeader(batches *record.Validated, acks int16, s *Settings) (AppendResult, []byte, error) {
+func (p *Partition) appendAsLeader(batches *record.Validated, acks int16, s *Settings, verify bool, guard producer.VerificationGuard) (AppendResult, []byte, error) {
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
 	p.mu.Lock()
@@ -71,6 +83,9 @@ func (p *Partition) appendAsLeader(batches *record.Validated, acks int16, s *Set
 		opts.LogAppendTime = p.nowMs()
 	}
 	txn := p.producers.Begin()
+	if verify {
+		txn = p.producers.BeginVerified(guard)
+	}
 	dup, err := checkProducers(txn, batches.Headers(), opts.LogAppendTime)
 	if err != nil {
 		return AppendResult{}, nil, err

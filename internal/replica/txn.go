@@ -142,18 +142,23 @@ func (p *Partition) lastStableOffset(hw int64) int64 {
 	return hw
 }
 
-// OpensTransaction reports whether records (one produce request's batches
-// for this partition) would open a transaction here: a transactional batch
-// of a producer with none open. The broker then verifies with the
-// transaction coordinator that the partition is in the producer's
-// transaction before appending (KIP-890 part 1), so that a late write of
-// a transaction already ended cannot open one that nothing will end.
-func (p *Partition) OpensTransaction(records []byte) (producerID int64, epoch int16, opens bool) {
+// StartTxnVerification is called before records (one produce request's
+// batches for this partition) are appended: when they would open their
+// producer's transaction here (a transactional batch of a producer with
+// none open), needed is set and the broker verifies with the transaction
+// coordinator that the partition is in the producer's transaction (KIP-890
+// part 1; with transactions version 2 it has it added) before appending
+// with AppendVerified and guard, so that a late write of a transaction
+// already ended cannot open one that nothing will end. A marker for the
+// producer landing meanwhile clears the guard, and the append is refused
+// (producer.StartVerification).
+func (p *Partition) StartTxnVerification(records []byte) (producerID int64, epoch int16, guard producer.VerificationGuard, needed bool) {
 	h, err := record.ParseHeader(records)
 	if err != nil || !h.IsTransactional() || h.IsControl() || !h.HasProducerID() {
-		return -1, -1, false
+		return -1, -1, 0, false
 	}
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
-	return h.ProducerID, h.ProducerEpoch, !p.producers.TxnOpen(h.ProducerID)
+	guard, needed = p.producers.StartVerification(h.ProducerID, h.ProducerEpoch, p.nowMs())
+	return h.ProducerID, h.ProducerEpoch, guard, needed
 }

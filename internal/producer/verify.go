@@ -1,0 +1,101 @@
+package producer
+
+import "fmt"
+
+// Verification guards (KIP-890 part 1, Kafka's VerificationGuard and
+// VerificationStateEntry). Before a transactional batch opens its
+// producer's transaction on a partition, the leader asks the transaction
+// coordinator whether the partition is in the producer's ongoing
+// transaction (or, with transactions version 2, has it added). The answer
+// comes back after the partition's append lock was released, so a marker
+// can land in between: the coordinator ended the transaction after
+// answering, the marker found no transaction open here, and the batch
+// would now open one that no marker will ever end (a hanging transaction)
+// or, worse, slip into the producer's next transaction. So the leader
+// takes a guard when it starts the verification, a marker or a
+// transactional batch of the producer clears it, and the append opens a
+// transaction only if the guard it verified with is still the
+// producer's:
+//
+//	under the append lock:  guard, needed := state.StartVerification(id, epoch, now)
+//	no lock held:           ask the coordinator (if needed)
+//	under the append lock:  a := state.BeginVerified(guard); a.Check(...)
+//	                        → ErrInvalidTxnState if the guard was cleared
+//
+// Guards are not persisted: a leader that restarts or takes over has none,
+// and the first write of a transaction is verified again.
+
+// VerificationGuard identifies one verification of a producer's
+// transaction on a partition. The zero value is Kafka's sentinel: it
+// verifies nothing.
+type VerificationGuard uint64
+
+// verificationEntry is a producer's verification in progress.
+type verificationEntry struct {
+	guard   VerificationGuard
+	epoch   int16
+	startMs int64
+}
+
+// StartVerification is called under the append lock before a
+// transactional batch of producerID at epoch is verified with the
+// coordinator. needed is false when the producer has a transaction open
+// here already (nothing to verify; guard is then the zero guard, so an
+// append that finds it ended since fails). Otherwise guard is the
+// producer's verification entry's, made now if it has none: concurrent
+// verifications of one producer share it, as in Kafka, and a marker or a
+// transactional batch of the producer clears it.
+func (s *PartitionState) StartVerification(producerID int64, epoch int16, nowMs int64) (guard VerificationGuard, needed bool) {
+	if s.TxnOpen(producerID) {
+		return 0, false
+	}
+	v, ok := s.verifying[producerID]
+	if !ok {
+		s.lastGuard++
+		v = verificationEntry{guard: VerificationGuard(s.lastGuard), epoch: epoch, startMs: nowMs}
+	}
+	v.epoch = max(v.epoch, epoch)
+	s.verifying[producerID] = v
+	return v.guard, true
+}
+
+// BeginVerified opens the partition's Append, as Begin, for a produce
+// whose transactional batches were verified with guard (zero when none
+// was): a batch that would open its producer's transaction is refused
+// with ErrInvalidTxnState unless guard is still the producer's.
+func (s *PartitionState) BeginVerified(guard VerificationGuard) *Append {
+	a := s.Begin()
+	a.verify, a.guard = true, guard
+	return a
+}
+
+// verified reports whether guard is producerID's current verification.
+func (s *PartitionState) verified(producerID int64, guard VerificationGuard) bool {
+	v, ok := s.verifying[producerID]
+	return guard != 0 && ok && v.guard == guard
+}
+
+// clearVerification forgets producerID's verification: its transaction
+// opened or ended here.
+func (s *PartitionState) clearVerification(producerID int64) {
+	delete(s.verifying, producerID)
+}
+
+// expireVerifications forgets verifications started expirationMs or more
+// before nowMs (never completed: the client gave up).
+func (s *PartitionState) expireVerifications(nowMs, expirationMs int64) {
+	for id, v := range s.verifying {
+		if nowMs-v.startMs >= expirationMs {
+			delete(s.verifying, id)
+		}
+	}
+}
+
+// errUnverified is the refusal of a transaction-opening batch whose
+// verification no longer holds.
+func errUnverified(guard VerificationGuard) string {
+	if guard == 0 {
+		return "it would open a transaction and was not verified with the coordinator"
+	}
+	return fmt.Sprintf("it would open a transaction, and its verification (guard %d) was overtaken by a marker", guard)
+}

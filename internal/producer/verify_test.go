@@ -1,0 +1,117 @@
+package producer
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/strata-io/strata/internal/record"
+)
+
+// produceVerified is testLog.produce after BeginVerified(guard).
+func (l *testLog) produceVerified(guard VerificationGuard, hs ...record.Header) error {
+	a := l.state.BeginVerified(guard)
+	for _, h := range hs {
+		if _, err := a.Check(h); err != nil {
+			return err
+		}
+	}
+	base := l.leo
+	for _, h := range hs {
+		h.BaseOffset = l.leo
+		l.log = append(l.log, h)
+		l.leo = h.NextOffset()
+	}
+	a.Commit(base)
+	return nil
+}
+
+// TestVerificationGuard plays, in order, the steps that the broker runs
+// with the append lock released between them: the leader starts a
+// verification, the coordinator answers, and only then does the batch get
+// appended. A marker landing in between (the coordinator ended the
+// transaction after answering) clears the guard, and the append that would
+// open a transaction no marker will end is refused.
+func TestVerificationGuard(t *testing.T) {
+	const pid = 7
+	l := newTestLog()
+
+	// No marker in between: the verified batch opens the transaction,
+	// which clears the guard.
+	g, needed := l.state.StartVerification(pid, 0, 1000)
+	if !needed || g == 0 {
+		t.Fatalf("verification of a producer with no transaction open: guard %d, needed %v", g, needed)
+	}
+	if again, _ := l.state.StartVerification(pid, 0, 1001); again != g {
+		t.Fatalf("a second verification before the append: guard %d, want the same %d", again, g)
+	}
+	if err := l.produceVerified(g, txnal(batch(pid, 0, 0, 2))); err != nil {
+		t.Fatalf("verified first batch: %v", err)
+	}
+	if l.state.FirstUnstableOffset() != 0 {
+		t.Fatalf("first unstable offset %d, want 0", l.state.FirstUnstableOffset())
+	}
+	// The transaction is open: later batches need no verification, and
+	// the zero guard will do for them.
+	if _, needed := l.state.StartVerification(pid, 0, 1002); needed {
+		t.Fatal("verification needed with the transaction open")
+	}
+	if err := l.produceVerified(0, txnal(batch(pid, 0, 2, 1))); err != nil {
+		t.Fatalf("batch in the open transaction: %v", err)
+	}
+	// A batch checked while the transaction was open, appended after its
+	// marker: the zero guard opens nothing.
+	l.state.EndTxn(marker(pid, 1, l.leo), record.Marker{CoordinatorEpoch: 1})
+	l.leo++
+	if err := l.produceVerified(0, txnal(batch(pid, 1, 0, 1))); !errors.Is(err, ErrInvalidTxnState) {
+		t.Fatalf("unverified batch opening a transaction after the marker: %v, want ErrInvalidTxnState", err)
+	}
+
+	// KAFKA-17754's late produce with the window closed: the verification
+	// starts, the coordinator answers that the partition is in the
+	// transaction, then the transaction is aborted and its marker lands
+	// here before the append.
+	g1, needed := l.state.StartVerification(pid, 1, 2000)
+	if !needed || g1 == g {
+		t.Fatalf("new verification: guard %d (old %d), needed %v", g1, g, needed)
+	}
+	l.state.EndTxn(marker(pid, 1, l.leo), record.Marker{CoordinatorEpoch: 1})
+	l.leo++
+	end := l.leo
+	if err := l.produceVerified(g1, txnal(batch(pid, 1, 0, 1))); !errors.Is(err, ErrInvalidTxnState) {
+		t.Fatalf("batch verified before the marker, appended after it: %v, want ErrInvalidTxnState", err)
+	}
+	if l.leo != end || l.state.FirstUnstableOffset() != -1 {
+		t.Fatalf("the refused batch left log end %d (want %d), first unstable offset %d", l.leo, end, l.state.FirstUnstableOffset())
+	}
+	// The client's retry verifies again, with a new guard; the stale one
+	// stays refused.
+	g2, _ := l.state.StartVerification(pid, 1, 2001)
+	if g2 == g1 {
+		t.Fatalf("the retry got the cleared guard %d again", g2)
+	}
+	if err := l.produceVerified(g1, txnal(batch(pid, 1, 0, 1))); !errors.Is(err, ErrInvalidTxnState) {
+		t.Fatalf("stale guard: %v", err)
+	}
+	if err := l.produceVerified(g2, txnal(batch(pid, 1, 0, 1))); err != nil {
+		t.Fatalf("retry with its own guard: %v", err)
+	}
+
+	// Without BeginVerified (coordinator writes, replay) nothing is
+	// checked, as before.
+	if _, _, err := l.produce(txnal(batch(9, 0, 0, 1))); err != nil {
+		t.Fatalf("unverified append of another producer: %v", err)
+	}
+
+	// A verification never completed expires with the producers; Reset
+	// forgets all of them.
+	g3, _ := l.state.StartVerification(11, 0, 3000)
+	l.state.Expire(3000+DefaultExpirationMs, DefaultExpirationMs)
+	if err := l.produceVerified(g3, txnal(batch(11, 0, 0, 1))); !errors.Is(err, ErrInvalidTxnState) {
+		t.Fatalf("expired guard: %v", err)
+	}
+	g4, _ := l.state.StartVerification(12, 0, 3000)
+	l.state.Reset()
+	if err := l.produceVerified(g4, txnal(batch(12, 0, 0, 1))); !errors.Is(err, ErrInvalidTxnState) {
+		t.Fatalf("guard after Reset: %v", err)
+	}
+}
