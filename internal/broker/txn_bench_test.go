@@ -8,24 +8,33 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 )
 
 // BenchmarkTransactionalProduce compares franz-go's idempotent producer
 // with its transactional producer committing a transaction every 1,000
-// records (AddPartitionsToTxn, the records, EndTxn and the markers), side
-// by side on one broker: 100-byte records to four partitions, acks=all,
-// in rounds of 1,000 records flushed together. b.N is records; records/s
-// is the figure to compare.
+// records, side by side on one broker: with transactions version 2 (the
+// leaders add the partitions as the records come, EndTxn v5, the markers)
+// and, capped at Produce v11, version 1 (AddPartitionsToTxn first).
+// 100-byte records to four partitions, acks=all, in rounds of 1,000
+// records flushed together. b.N is records; records/s is the figure to
+// compare.
 //
 //	go test ./internal/broker -run XXX -bench 'TransactionalProduce$' -benchtime 50000x
 func BenchmarkTransactionalProduce(b *testing.B) {
-	for _, mode := range []string{"idempotent", "transactional-1000"} {
+	for _, mode := range []string{"idempotent", "transactional-1000", "transactional-1000-v1"} {
 		b.Run(mode, func(b *testing.B) {
 			tb := startBroker(b, map[string]string{"transaction.state.log.num.partitions": "3"})
 			createTopic(b, newAdmin(b, tb.Addr()), "bench-txn", 4, nil)
 			opts := []kgo.Opt{kgo.DefaultProduceTopic("bench-txn"), kgo.ProducerLinger(0)}
 			if mode != "idempotent" {
 				opts = append(opts, kgo.TransactionalID("bench"))
+			}
+			if mode == "transactional-1000-v1" {
+				v1 := kversion.Stable()
+				v1.SetMaxKeyVersion(kmsg.Produce.Int16(), 11)
+				opts = append(opts, kgo.MaxVersions(v1))
 			}
 			cl := newClient(b, tb.Addr(), opts...)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)

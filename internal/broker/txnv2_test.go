@@ -275,3 +275,59 @@ func TestKgoUsesTransactionsV2(t *testing.T) {
 		}
 	}
 }
+
+// TestTxnOffsetCommitV5AddsTheOffsets: with TxnOffsetCommit v5 the broker
+// adds the group's __consumer_offsets partition to the transaction (no
+// AddOffsetsToTxn), the offsets become visible at the commit, and a late
+// TxnOffsetCommit of the committed transaction's epoch is fenced without
+// opening a transaction or moving the offsets.
+func TestTxnOffsetCommitV5AddsTheOffsets(t *testing.T) {
+	tb := startBroker(t, txnSettings)
+	createTopic(t, newAdmin(t, tb.Addr()), "offs-in", 1, nil)
+	r := newRawTxn(t, tb.Addr(), "offs", "offs-in")
+	commit := func(epoch int16, offset int64) int16 {
+		req := kmsg.NewPtrTxnOffsetCommitRequest()
+		req.Version, req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = 5, r.id, "g5", r.pid, epoch
+		req.Generation, req.MemberID = -1, ""
+		rt := kmsg.NewTxnOffsetCommitRequestTopic()
+		rt.Topic = "offs-in"
+		rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+		rp.Partition, rp.Offset = 0, offset
+		rt.Partitions = []kmsg.TxnOffsetCommitRequestTopicPartition{rp}
+		req.Topics = []kmsg.TxnOffsetCommitRequestTopic{rt}
+		return rawRequest(t, tb.Addr(), req).(*kmsg.TxnOffsetCommitResponse).Topics[0].Partitions[0].ErrorCode
+	}
+	committed := func() int64 {
+		req := kmsg.NewPtrOffsetFetchRequest()
+		req.Version, req.Group, req.RequireStable = 7, "g5", true
+		rt := kmsg.NewOffsetFetchRequestTopic()
+		rt.Topic, rt.Partitions = "offs-in", []int32{0}
+		req.Topics = []kmsg.OffsetFetchRequestTopic{rt}
+		resp := rawRequest(t, tb.Addr(), req).(*kmsg.OffsetFetchResponse)
+		if resp.ErrorCode != 0 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+			t.Fatalf("OffsetFetch: %v %v", kerr.ErrorForCode(resp.ErrorCode), kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode))
+		}
+		return resp.Topics[0].Partitions[0].Offset
+	}
+
+	poll.UntilStatus(t, 30*time.Second, "TxnOffsetCommit v5", func() (bool, string) {
+		code := commit(r.epoch, 42)
+		return code == 0, fmt.Sprint(kerr.ErrorForCode(code))
+	})
+	md, err := tb.txns.Describe(r.id)
+	if err != nil || md.State != txn.Ongoing || len(md.Partitions) != 1 || md.Partitions[0].Topic != OffsetsTopic || md.ClientTransactionVersion != 2 {
+		t.Fatalf("after TxnOffsetCommit v5: %+v %v, want Ongoing with the group's offsets partition, version 2", md, err)
+	}
+	resp := r.end(5, r.epoch, true)
+	wantCode(t, "EndTxn v5", resp.ErrorCode, nil)
+	if got := committed(); got != 42 {
+		t.Fatalf("committed offset %d, want 42", got)
+	}
+	wantCode(t, "late TxnOffsetCommit", commit(r.epoch, 99), kerr.ProducerFenced)
+	if got := committed(); got != 42 {
+		t.Fatalf("committed offset %d after the late commit, want 42", got)
+	}
+	if md, err := tb.txns.Describe(r.id); err != nil || md.State != txn.CompleteCommit {
+		t.Fatalf("after the late commit: %+v %v, want CompleteCommit", md, err)
+	}
+}
