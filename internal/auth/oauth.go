@@ -28,11 +28,12 @@ const MechanismOAuthBearer = "OAUTHBEARER"
 // ErrInvalidToken wraps every reason a bearer token is refused.
 var ErrInvalidToken = errors.New("auth: invalid OAUTHBEARER token")
 
-// JWTValidator checks tokens against the keys of a JWKS file, rereading
-// the file when it changes. Safe for concurrent use.
+// JWTValidator checks tokens against the keys of a JWKS: a file, reread
+// when it changes, or the keys a JWKSFetcher sets from an https://
+// endpoint. Safe for concurrent use.
 type JWTValidator struct {
 	// Path is the JWKS file (sasl.oauthbearer.jwks.endpoint.url, a
-	// file: URL or a path).
+	// file: URL or a path); empty when a JWKSFetcher sets the keys.
 	Path string
 	// Audience and Issuer, when set, must be in the token's aud and equal
 	// its iss (sasl.oauthbearer.expected.audience, .expected.issuer).
@@ -49,6 +50,11 @@ type JWTValidator struct {
 	stamp fileStamp
 	keys  map[string]crypto.PublicKey // by kid ("" when the file has one key without kid)
 	all   []crypto.PublicKey
+	// fetched: the keys come from SetJWKS, not from Path.
+	fetched bool
+	// onMissingKey is told a token named a kid the set lacks (the
+	// fetcher refreshes early, as Kafka's RefreshingHttpsJwks does).
+	onMissingKey func()
 }
 
 type jwk struct {
@@ -66,6 +72,9 @@ func (v *JWTValidator) Load() error {
 
 // loadKeysLocked (re)reads the JWKS file if it changed. v.mu must be held.
 func (v *JWTValidator) loadKeysLocked() error {
+	if v.fetched {
+		return nil
+	}
 	path := strings.TrimPrefix(v.Path, "file://")
 	path = strings.TrimPrefix(path, "file:")
 	st := stamp(path)
@@ -76,9 +85,32 @@ func (v *JWTValidator) loadKeysLocked() error {
 	if err != nil {
 		return fmt.Errorf("auth: JWKS: %w", err)
 	}
+	keys, all, err := parseJWKS(data, path)
+	if err != nil {
+		return err
+	}
+	v.keys, v.all, v.stamp = keys, all, st
+	return nil
+}
+
+// SetJWKS replaces the keys with those of a JWKS document read from
+// source (for errors). A bad document leaves the keys as they were.
+func (v *JWTValidator) SetJWKS(data []byte, source string) error {
+	keys, all, err := parseJWKS(data, source)
+	if err != nil {
+		return err
+	}
+	v.mu.Lock()
+	v.keys, v.all, v.fetched = keys, all, true
+	v.mu.Unlock()
+	return nil
+}
+
+// parseJWKS reads the signing keys of a JWKS document (RFC 7517).
+func parseJWKS(data []byte, source string) (map[string]crypto.PublicKey, []crypto.PublicKey, error) {
 	var set struct{ Keys []jwk }
 	if err := json.Unmarshal(data, &set); err != nil {
-		return fmt.Errorf("auth: JWKS %s: %w", path, err)
+		return nil, nil, fmt.Errorf("auth: JWKS %s: %w", source, err)
 	}
 	keys := map[string]crypto.PublicKey{}
 	var all []crypto.PublicKey
@@ -88,13 +120,12 @@ func (v *JWTValidator) loadKeysLocked() error {
 		}
 		pub, err := k.publicKey()
 		if err != nil {
-			return fmt.Errorf("auth: JWKS %s: key %q: %w", path, k.Kid, err)
+			return nil, nil, fmt.Errorf("auth: JWKS %s: key %q: %w", source, k.Kid, err)
 		}
 		keys[k.Kid] = pub
 		all = append(all, pub)
 	}
-	v.keys, v.all, v.stamp = keys, all, st
-	return nil
+	return keys, all, nil
 }
 
 func b64(s string) ([]byte, error) {
@@ -196,11 +227,15 @@ func (v *JWTValidator) verify(alg, kid string, signed, sig []byte) error {
 	} else if kid == "" {
 		candidates = slices.Clone(v.all)
 	}
+	onMissingKey := v.onMissingKey
 	v.mu.Unlock()
 	if err != nil {
 		return err
 	}
 	if len(candidates) == 0 {
+		if onMissingKey != nil && kid != "" {
+			onMissingKey()
+		}
 		return fmt.Errorf("%w: no JWKS key %q", ErrInvalidToken, kid)
 	}
 	var digest []byte

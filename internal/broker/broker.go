@@ -562,6 +562,7 @@ func (b *Broker) Start() error {
 			defer b.wg.Done()
 			b.runHeartbeats(b.heartbeatCtx)
 		}()
+		b.startJWKSRefresh()
 	}
 	b.wg.Add(1)
 	go func() {

@@ -52,6 +52,7 @@ type saslListener struct {
 	mechanisms []string
 	plainUsers auth.PlainUsers
 	jwt        *auth.JWTValidator // OAUTHBEARER's
+	jwks       *auth.JWKSFetcher  // keeps jwt's keys fresh from an https:// endpoint; nil for a file
 }
 
 // configureSASL reads a SASL listener's mechanisms and PLAIN users.
@@ -81,22 +82,62 @@ func (b *Broker) configureSASL(l config.Listener) (*saslListener, error) {
 	if slices.Contains(sl.mechanisms, auth.MechanismOAuthBearer) {
 		get := func(key string) string { return b.cfg.ListenerMechanismString(l.Name, auth.MechanismOAuthBearer, key) }
 		jwks := get("sasl.oauthbearer.jwks.endpoint.url")
-		if jwks == "" || strings.HasPrefix(jwks, "http") {
-			return nil, fmt.Errorf("broker: listener %s offers OAUTHBEARER: sasl.oauthbearer.jwks.endpoint.url must name a JWKS file (file:///path); Strata fetches no URL", l.Name)
+		scheme, _, _ := strings.Cut(strings.ToLower(jwks), "://")
+		if jwks == "" || scheme == "http" {
+			return nil, fmt.Errorf("broker: listener %s offers OAUTHBEARER: sasl.oauthbearer.jwks.endpoint.url must name a JWKS file (file:///path) or an https:// endpoint", l.Name)
 		}
 		skew, _ := strconv.Atoi(get("sasl.oauthbearer.clock.skew.seconds"))
 		sl.jwt = &auth.JWTValidator{
-			Path:      jwks,
 			Audience:  config.SplitList(get("sasl.oauthbearer.expected.audience")),
 			Issuer:    get("sasl.oauthbearer.expected.issuer"),
 			SubClaim:  get("sasl.oauthbearer.sub.claim.name"),
 			ClockSkew: time.Duration(skew) * time.Second,
 		}
-		if err := sl.jwt.Load(); err != nil {
+		if scheme != "https" {
+			sl.jwt.Path = jwks
+			if err := sl.jwt.Load(); err != nil {
+				return nil, fmt.Errorf("broker: listener %s: %w", l.Name, err)
+			}
+			return sl, nil
+		}
+		ms := func(key string) time.Duration {
+			n, _ := strconv.ParseInt(get(key), 10, 64)
+			return time.Duration(n) * time.Millisecond
+		}
+		fetcher, err := auth.NewJWKSFetcher(sl.jwt, auth.JWKSFetcherOptions{
+			URL:             jwks,
+			JAAS:            b.cfg.ListenerMechanismString(l.Name, auth.MechanismOAuthBearer, "sasl.jaas.config"),
+			Refresh:         ms("sasl.oauthbearer.jwks.endpoint.refresh.ms"),
+			RetryBackoff:    ms("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms"),
+			RetryBackoffMax: ms("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms"),
+			Logger:          b.logger.With("listener", l.Name),
+		})
+		if err != nil {
 			return nil, fmt.Errorf("broker: listener %s: %w", l.Name, err)
 		}
+		// As Kafka's RefreshingHttpsJwks.init: no keys, no listener. (The
+		// fetch is bounded by its HTTP client's timeout.)
+		if err := fetcher.Fetch(context.Background()); err != nil {
+			return nil, fmt.Errorf("broker: listener %s: %w", l.Name, err)
+		}
+		sl.jwks = fetcher
 	}
 	return sl, nil
+}
+
+// startJWKSRefresh keeps the https:// JWKS of every OAUTHBEARER listener
+// fresh until the broker closes.
+func (b *Broker) startJWKSRefresh() {
+	for _, bl := range b.listeners {
+		if bl.sasl == nil || bl.sasl.jwks == nil {
+			continue
+		}
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			bl.sasl.jwks.Run(b.ctx)
+		}()
+	}
 }
 
 func toLower(s string) string {
