@@ -677,14 +677,27 @@ func splitNames(names []string, ok func(string) bool) (denied, kept []string) {
 // without it the topic is TOPIC_AUTHORIZATION_FAILED whether it exists or
 // not. A created topic's configuration, partition count and replication
 // factor are returned only with DESCRIBE_CONFIGS on it; otherwise
-// ConfigErrorCode is TOPIC_AUTHORIZATION_FAILED.
+// ConfigErrorCode is TOPIC_AUTHORIZATION_FAILED. A name given twice is
+// INVALID_REQUEST before any authorization, as in Kafka (it says nothing
+// of the topic).
 func authorizeCreateTopics(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 	r := req.Body.(*kmsg.CreateTopicsRequest)
 	clusterCreate := a.cluster(auth.OpCreate)
 	var denied []string
 	hideConfigs := map[string]bool{}
+	var named map[string]int // only a request of several topics can repeat one
+	if len(r.Topics) > 1 {
+		named = make(map[string]int, len(r.Topics))
+		for _, t := range r.Topics {
+			named[t.Topic]++
+		}
+	}
 	kept := r.Topics[:0:0]
 	for _, t := range r.Topics {
+		if named[t.Topic] > 1 {
+			kept = append(kept, t) // the handler answers INVALID_REQUEST
+			continue
+		}
 		if !clusterCreate && !a.topic(auth.OpCreate, t.Topic) {
 			denied = append(denied, t.Topic)
 			continue

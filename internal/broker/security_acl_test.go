@@ -598,6 +598,24 @@ func TestACLCreateTopicsExistence(t *testing.T) {
 		if topics, _ := adm.ListTopics(testContext(t)); topics.Has("absent-0") {
 			t.Fatal("created without CREATE")
 		}
+		// A name given twice is INVALID_REQUEST before authorization, as
+		// in Kafka's ControllerApis.createTopics; it reveals nothing.
+		r := kmsg.NewPtrCreateTopicsRequest()
+		r.TimeoutMillis = 10000
+		for range 2 {
+			ct := kmsg.NewCreateTopicsRequestTopic()
+			ct.Topic, ct.NumPartitions, ct.ReplicationFactor = "exists", 1, 1
+			r.Topics = append(r.Topics, ct)
+		}
+		dup, err := r.RequestWith(testContext(t), saslClient(t, addr, "u30", "pw"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rt := range dup.Topics {
+			if rt.ErrorCode != kerr.InvalidRequest.Code {
+				t.Fatalf("a duplicate name without CREATE: %v, want INVALID_REQUEST", kerr.ErrorForCode(rt.ErrorCode))
+			}
+		}
 	})
 	t.Run("topic CREATE without DESCRIBE", func(t *testing.T) {
 		cl := saslClient(t, addr, "u31", "pw")
