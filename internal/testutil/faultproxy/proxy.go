@@ -1,7 +1,8 @@
 // Package faultproxy is a TCP proxy for tests that stands between a real
 // Kafka client and a real broker and loses responses the broker has already
 // produced, with a fixed seed: the fault an idempotent producer exists for
-// ("the broker wrote the batch but the acknowledgement never arrived").
+// ("the broker wrote the batch but the acknowledgement never arrived"). It
+// can also hold one request back until the test lets it go (HoldRequest).
 //
 // The proxy reads the Kafka framing and nothing more: every request and
 // response is a 4-byte big-endian size followed by that many bytes; a
@@ -22,6 +23,10 @@
 // it answers some Produce requests itself, with success, and never
 // forwards them (see forge.go). That is a broker that acknowledges writes
 // and loses them, for tests of checkers that must notice.
+//
+// HoldRequest holds one chosen request back until the test releases it
+// (hold.go): a delay under the test's control, for exact interleavings
+// such as a late EndTxn.
 //
 // The broker must advertise the proxy's address (advertised.listeners), or
 // clients would follow the metadata to the broker directly.
@@ -71,11 +76,12 @@ type Proxy struct {
 	apiKeys []int16
 	target  atomic.Pointer[string]
 
-	mu       sync.Mutex // guards rng, dropRate, links, closed
+	mu       sync.Mutex // guards rng, dropRate, links, closed, holds
 	rng      *rand.Rand
 	dropRate float64
 	links    map[*link]struct{}
 	closed   bool
+	holds    []*Hold // armed, not yet taken (hold.go)
 
 	eligible atomic.Int64 // eligible responses seen
 	dropped  atomic.Int64 // eligible responses dropped
@@ -177,9 +183,13 @@ func (p *Proxy) accept() {
 type link struct {
 	client, broker net.Conn
 	closeOnce      sync.Once
+	closed         chan struct{} // closed by close
 
 	mu      sync.Mutex
 	pending map[int32]int16
+	// held are the requests held (hold.go) and not yet answered, by
+	// correlation id.
+	held map[int32]*Hold
 	// When forging: the requests awaiting a response, in order, forged
 	// responses among them; and the versions of the Produce requests
 	// forwarded, by correlation id. Writes to client hold mu, so that
@@ -190,8 +200,17 @@ type link struct {
 
 func (l *link) close() {
 	l.closeOnce.Do(func() {
+		close(l.closed)
 		l.client.Close()
 		l.broker.Close()
+		// No answer can come now to a request held on the link.
+		l.mu.Lock()
+		held := l.held
+		l.held = map[int32]*Hold{}
+		l.mu.Unlock()
+		for _, h := range held {
+			h.answer()
+		}
 	})
 }
 
@@ -204,7 +223,8 @@ func (p *Proxy) serve(client net.Conn, target string) {
 		client.Close()
 		return
 	}
-	l := &link{client: client, broker: broker, pending: map[int32]int16{}, produceVersions: map[int32]int16{}}
+	l := &link{client: client, broker: broker, closed: make(chan struct{}), pending: map[int32]int16{},
+		held: map[int32]*Hold{}, produceVersions: map[int32]int16{}}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -238,9 +258,14 @@ func (p *Proxy) requests(l *link) {
 	for {
 		frame, err := readFrame(r, 8)
 		if err != nil {
+			// A request released late is answered before the link goes.
+			l.awaitHeldAnswers()
 			return
 		}
 		key := int16(binary.BigEndian.Uint16(frame[4:]))
+		if h := p.takeHold(key); h != nil && !p.hold(l, h, frame) {
+			return
+		}
 		if p.forging {
 			answered, err := p.forgeOrQueue(l, key, frame)
 			if err != nil {
@@ -272,6 +297,7 @@ func (p *Proxy) responses(l *link) {
 			return
 		}
 		id := int32(binary.BigEndian.Uint32(frame[4:]))
+		l.answered(id)
 		l.mu.Lock()
 		_, eligible := l.pending[id]
 		delete(l.pending, id)

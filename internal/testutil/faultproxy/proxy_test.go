@@ -209,3 +209,65 @@ func TestRefusesWithoutTarget(t *testing.T) {
 		t.Fatal("read from a proxy with no target")
 	}
 }
+
+// TestHoldRequest: a held request reaches the server only on Release,
+// after requests sent later on other connections; its connection's later
+// requests wait behind it; and a request whose client gave up on the
+// connection while it was held still reaches the server, and is answered.
+func TestHoldRequest(t *testing.T) {
+	s := startFrameServer(t)
+	p := startProxy(t, s.ln.Addr().String(), Options{Seed: 1})
+	const endTxnKey, metadataKey = 26, 3
+	h := p.HoldRequest(endTxnKey)
+
+	c := dial(t, p.Addr())
+	r := bufio.NewReader(c)
+	done := make(chan bool)
+	go func() {
+		ok := roundTripQuiet(c, r, endTxnKey, 1, []byte("late"))
+		done <- ok && roundTripQuiet(c, r, metadataKey, 2, []byte("behind it"))
+	}()
+	<-h.Arrived()
+	// Another connection's requests pass meanwhile, the same key too.
+	other := dial(t, p.Addr())
+	if !roundTrip(t, other, bufio.NewReader(other), endTxnKey, 1, []byte("meanwhile")) {
+		t.Fatal("a request on another connection did not pass")
+	}
+	if n := s.count(endTxnKey); n != 1 {
+		t.Fatalf("the server saw %d EndTxn requests before the release, want 1", n)
+	}
+	if n := s.count(metadataKey); n != 0 {
+		t.Fatalf("a request behind the held one reached the server first")
+	}
+	h.Release()
+	<-h.Answered()
+	if !<-done {
+		t.Fatal("the held request or the one behind it got no response")
+	}
+	if s.count(endTxnKey) != 2 || s.count(metadataKey) != 1 {
+		t.Fatalf("the server saw %d EndTxn and %d Metadata requests, want 2 and 1", s.count(endTxnKey), s.count(metadataKey))
+	}
+
+	// The client gives up on the connection while its request is held.
+	h = p.HoldRequest(endTxnKey)
+	c = dial(t, p.Addr())
+	if _, err := c.Write(request(endTxnKey, 3, []byte("abandoned"))); err != nil {
+		t.Fatal(err)
+	}
+	<-h.Arrived()
+	c.Close()
+	h.Release()
+	<-h.Answered()
+	if n := s.count(endTxnKey); n != 3 {
+		t.Fatalf("the server saw %d EndTxn requests, want the abandoned one too (3)", n)
+	}
+}
+
+// roundTripQuiet is roundTrip for another goroutine: false on any failure.
+func roundTripQuiet(c net.Conn, r *bufio.Reader, key int16, id int32, body []byte) bool {
+	if _, err := c.Write(request(key, id, body)); err != nil {
+		return false
+	}
+	resp, err := readFrame(r, 4)
+	return err == nil && int32(binary.BigEndian.Uint32(resp[4:])) == id && string(resp[8:]) == string(body)
+}
