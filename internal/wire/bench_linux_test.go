@@ -5,6 +5,7 @@ package wire
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -28,7 +29,7 @@ const benchClientEnv = "STRATA_WIRE_BENCH_CLIENT"
 func TestMain(m *testing.M) {
 	if addr := os.Getenv(benchClientEnv); addr != "" {
 		n, _ := strconv.Atoi(os.Getenv(benchClientEnv + "_N"))
-		if err := benchClient(addr, n); err != nil {
+		if err := benchClient(addr, n, os.Getenv(benchClientEnv+"_TLS") != ""); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
@@ -44,9 +45,15 @@ const (
 )
 
 // benchClient sends n fetch requests, keeping benchWindow in flight, and
-// discards the responses.
-func benchClient(addr string, n int) error {
-	conn, err := net.Dial("tcp", addr)
+// discards the responses (decrypted, with useTLS).
+func benchClient(addr string, n int, useTLS bool) error {
+	var conn net.Conn
+	var err error
+	if useTLS {
+		conn, err = tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true})
+	} else {
+		conn, err = net.Dial("tcp", addr)
+	}
 	if err != nil {
 		return err
 	}
@@ -91,7 +98,10 @@ func benchClient(addr string, n int) error {
 
 // BenchmarkFetchWrite measures the server's CPU per GB of fetch responses
 // made of 1 MiB spliced regions of a page-cached file, over loopback, by
-// sendfile(2) and by copying. See BENCHMARKS.md.
+// sendfile(2), by copying, and over TLS (NewTLSListener: copied and
+// encrypted; the client decrypts in its own process). See BENCHMARKS.md.
+//
+//	go test ./internal/wire -run XXX -bench FetchWrite -benchtime 2000x
 func BenchmarkFetchWrite(b *testing.B) {
 	data := make([]byte, benchFile)
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -99,10 +109,11 @@ func BenchmarkFetchWrite(b *testing.B) {
 		data[i] = byte(rng.Uint32())
 	}
 	f := writeTestFile(b, data) // written, so in the page cache
+	cert := selfSignedCert(b)
 	for _, mode := range []struct {
-		name string
-		copy bool
-	}{{"sendfile", false}, {"copy", true}} {
+		name      string
+		copy, tls bool
+	}{{"sendfile", false, false}, {"copy", true, false}, {"tls", false, true}} {
 		b.Run(mode.name, func(b *testing.B) {
 			h := newTestHandler()
 			var next int64
@@ -116,9 +127,17 @@ func BenchmarkFetchWrite(b *testing.B) {
 				resp, splices := h.fetch(fetch)
 				return Response{Body: resp, Splices: splices}, true
 			}
-			srv := startServer(b, h, func(c *Config) { c.CopySplices = mode.copy })
+			var addr string
+			if mode.tls {
+				addr = startTLSServer(b, h, &tls.Config{Certificates: []tls.Certificate{cert}})
+			} else {
+				addr = startServer(b, h, func(c *Config) { c.CopySplices = mode.copy }).addr
+			}
 			client := exec.Command(os.Args[0], "-test.run=^$")
-			client.Env = append(os.Environ(), benchClientEnv+"="+srv.addr, fmt.Sprintf("%s_N=%d", benchClientEnv, b.N))
+			client.Env = append(os.Environ(), benchClientEnv+"="+addr, fmt.Sprintf("%s_N=%d", benchClientEnv, b.N))
+			if mode.tls {
+				client.Env = append(client.Env, benchClientEnv+"_TLS=1")
+			}
 			client.Stderr = os.Stderr
 
 			var before, after unix.Rusage
