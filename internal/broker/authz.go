@@ -156,6 +156,7 @@ func init() {
 		kmsg.ListPartitionReassignments: auth.OpDescribe, kmsg.DescribeQuorum: auth.OpDescribe,
 		kmsg.ElectLeaders:         auth.OpAlter,
 		kmsg.DescribeClientQuotas: auth.OpDescribeConfigs, kmsg.AlterClientQuotas: auth.OpAlterConfigs,
+		kmsg.UpdateFeatures: auth.OpAlter,
 	} {
 		authzRules[key.Int16()] = clusterRule(op)
 	}

@@ -198,5 +198,13 @@ func setAllErrors(req kmsg.Request, resp kmsg.Response, code int16) {
 		}
 	case *kmsg.ElectLeadersRequest:
 		resp.(*kmsg.ElectLeadersResponse).ErrorCode = code
+	case *kmsg.UpdateFeaturesRequest:
+		out := resp.(*kmsg.UpdateFeaturesResponse)
+		out.ErrorCode = code
+		for _, u := range r.FeatureUpdates {
+			res := kmsg.NewUpdateFeaturesResponseResult()
+			res.Feature, res.ErrorCode = u.Feature, code
+			out.Results = append(out.Results, res)
+		}
 	}
 }

@@ -176,6 +176,9 @@ func (b *Broker) handleBrokerRegistration(ctx context.Context, _ *wire.Conn, req
 		for _, l := range r.Listeners {
 			reg.Listeners = append(reg.Listeners, metadata.Endpoint{Name: l.Name, Host: l.Host, Port: int32(l.Port)})
 		}
+		for _, f := range r.Features {
+			reg.Features = append(reg.Features, metadata.Feature{Name: f.Name, MinLevel: f.MinSupportedVersion, MaxLevel: f.MaxSupportedVersion})
+		}
 		epoch, err := b.controller.RegisterBroker(ctx, reg)
 		resp.ErrorCode, resp.BrokerEpoch = errorCode(err), epoch
 		if err == nil {

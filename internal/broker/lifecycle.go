@@ -37,6 +37,11 @@ func (b *Broker) register(ctx context.Context) (int64, error) {
 		req.Rack = &rack
 	}
 	req.PreviousBrokerEpoch = b.brokerEpoch.Load()
+	for _, f := range metadata.SupportedFeatures {
+		rf := kmsg.NewBrokerRegistrationRequestFeature()
+		rf.Name, rf.MinSupportedVersion, rf.MaxSupportedVersion = f.Name, f.MinLevel, f.MaxLevel
+		req.Features = append(req.Features, rf)
+	}
 	backoff := 50 * time.Millisecond
 	for {
 		resp, err := b.ctrl.Request(ctx, req)

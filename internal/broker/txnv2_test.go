@@ -331,3 +331,78 @@ func TestTxnOffsetCommitV5AddsTheOffsets(t *testing.T) {
 		t.Fatalf("after the late commit: %+v %v, want CompleteCommit", md, err)
 	}
 }
+
+// finalizedTV is the transaction.version a broker's ApiVersions finalizes
+// (0 when none).
+func finalizedTV(t *testing.T, addr string) int16 {
+	t.Helper()
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.Version = 3
+	for _, f := range rawRequest(t, addr, req).(*kmsg.ApiVersionsResponse).FinalizedFeatures {
+		if f.Name == "transaction.version" {
+			return f.MaxVersionLevel
+		}
+	}
+	return 0
+}
+
+// TestUpdateFeaturesMovesTransactionVersion: UpdateFeatures lowers
+// transaction.version (only when asked to downgrade) and raises it again;
+// clients follow: franz-go adds partitions itself at version 0 and leaves
+// it to the leaders at version 2.
+func TestUpdateFeaturesMovesTransactionVersion(t *testing.T) {
+	tb := startBroker(t, txnSettings)
+	createTopic(t, newAdmin(t, tb.Addr()), "tvs", 1, nil)
+	update := func(level int16, upgradeType int8, validateOnly bool, feature string) int16 {
+		req := kmsg.NewPtrUpdateFeaturesRequest()
+		req.Version, req.TimeoutMillis, req.ValidateOnly = 1, 30_000, validateOnly
+		u := kmsg.NewUpdateFeaturesRequestFeatureUpdate()
+		u.Feature, u.MaxVersionLevel, u.UpgradeType = feature, level, upgradeType
+		req.FeatureUpdates = []kmsg.UpdateFeaturesRequestFeatureUpdate{u}
+		resp := rawRequest(t, tb.Addr(), req).(*kmsg.UpdateFeaturesResponse)
+		if resp.ErrorCode != 0 {
+			t.Fatalf("UpdateFeatures: %v", kerr.ErrorForCode(resp.ErrorCode))
+		}
+		return resp.Results[0].ErrorCode
+	}
+	const tv = "transaction.version"
+	if got := finalizedTV(t, tb.Addr()); got != 2 {
+		t.Fatalf("a new cluster finalizes transaction.version %d, want 2", got)
+	}
+	wantCode(t, "lowering without a downgrade", update(0, 1, false, tv), kerr.InvalidUpdateVersion)
+	wantCode(t, "an unsupported level", update(3, 1, false, tv), kerr.InvalidUpdateVersion)
+	wantCode(t, "an unknown feature", update(1, 1, false, "no.such.version"), kerr.InvalidUpdateVersion)
+	wantCode(t, "a downgrade", update(0, 2, false, tv), nil)
+	if got := finalizedTV(t, tb.Addr()); got != 0 {
+		t.Fatalf("after the downgrade transaction.version %d, want 0", got)
+	}
+
+	txns := func(id string) *requestKeys {
+		keys := newRequestKeys()
+		cl := newClient(t, tb.Addr(), kgo.TransactionalID(id), kgo.DefaultProduceTopic("tvs"), kgo.WithHooks(keys))
+		produceTxn(t, cl, "tvs", id, 2, true)
+		produceTxn(t, cl, "tvs", id, 2, true)
+		return keys
+	}
+	if keys := txns("tv0"); keys.sent(kmsg.AddPartitionsToTxn) != 2 {
+		t.Fatalf("at transaction.version 0 the client sent %d AddPartitionsToTxn, want 2", keys.sent(kmsg.AddPartitionsToTxn))
+	}
+	if md, err := tb.txns.Describe("tv0"); err != nil || md.ProducerEpoch != 0 {
+		t.Fatalf("at transaction.version 0: %+v %v, want epoch 0 after two transactions", md, err)
+	}
+
+	wantCode(t, "validating the upgrade", update(2, 1, true, tv), nil)
+	if got := finalizedTV(t, tb.Addr()); got != 0 {
+		t.Fatalf("after ValidateOnly transaction.version %d, want 0", got)
+	}
+	wantCode(t, "the upgrade", update(2, 1, false, tv), nil)
+	if got := finalizedTV(t, tb.Addr()); got != 2 {
+		t.Fatalf("after the upgrade transaction.version %d, want 2", got)
+	}
+	if keys := txns("tv2"); keys.sent(kmsg.AddPartitionsToTxn) != 0 {
+		t.Fatalf("at transaction.version 2 the client sent %d AddPartitionsToTxn", keys.sent(kmsg.AddPartitionsToTxn))
+	}
+	if md, err := tb.txns.Describe("tv2"); err != nil || md.ProducerEpoch != 2 {
+		t.Fatalf("at transaction.version 2: %+v %v, want epoch 2 after two transactions", md, err)
+	}
+}

@@ -46,6 +46,8 @@ type Registration struct {
 	// PreviousBrokerEpoch is the epoch the node had when it last shut
 	// down cleanly, or -1 after an unclean shutdown (or none before).
 	PreviousBrokerEpoch int64
+	// Features are the feature levels the broker supports.
+	Features []metadata.Feature
 }
 
 // planRegister registers a broker, fenced until it has caught up with the
@@ -62,7 +64,8 @@ func planRegister(img *metadata.Image, pol Policy, live *liveness, reg Registrat
 		return nil, -1, fmt.Errorf("%w: a broker registration without listeners", kerr.InvalidRequest)
 	}
 	old, ok := img.Brokers[reg.NodeID]
-	if ok && old.IncarnationID == reg.IncarnationID && slices.Equal(old.Listeners, reg.Listeners) && old.Rack == reg.Rack {
+	if ok && old.IncarnationID == reg.IncarnationID && slices.Equal(old.Listeners, reg.Listeners) && old.Rack == reg.Rack &&
+		slices.Equal(old.Features, reg.Features) {
 		live.lastSeen[reg.NodeID] = now
 		return nil, old.Epoch, nil
 	}
@@ -76,7 +79,7 @@ func planRegister(img *metadata.Image, pol Policy, live *liveness, reg Registrat
 	live.lastSeen[reg.NodeID] = now
 	records := []metadata.Record{{Broker: &metadata.BrokerRecord{
 		NodeID: reg.NodeID, Host: reg.Listeners[0].Host, Port: reg.Listeners[0].Port, Listeners: reg.Listeners, Rack: reg.Rack,
-		IncarnationID: reg.IncarnationID, Epoch: epoch, Fenced: true,
+		IncarnationID: reg.IncarnationID, Epoch: epoch, Fenced: true, Features: reg.Features,
 	}}}
 	switch {
 	case ok && reg.PreviousBrokerEpoch != old.Epoch:

@@ -13,9 +13,24 @@ const TransactionVersion = "transaction.version"
 
 // Feature is a feature this version of Strata supports, with its levels.
 type Feature struct {
-	Name     string
-	MinLevel int16
-	MaxLevel int16
+	Name     string `json:"name"`
+	MinLevel int16  `json:"minLevel"`
+	MaxLevel int16  `json:"maxLevel"`
+}
+
+// Supports reports whether features (a broker's supported ones) include
+// name at level. Level 0 is every feature's absence, which every broker
+// supports.
+func Supports(features []Feature, name string, level int16) bool {
+	if level == 0 {
+		return true
+	}
+	for _, f := range features {
+		if f.Name == name {
+			return f.MinLevel <= level && level <= f.MaxLevel
+		}
+	}
+	return false
 }
 
 // SupportedFeatures are the features Strata supports (ApiVersions'

@@ -79,6 +79,8 @@ type Broker struct {
 	InControlledShutdown bool
 	// RegistrationOffset is the offset of the registration's record.
 	RegistrationOffset int64
+	// Features are the feature levels the broker supports.
+	Features []Feature
 }
 
 // Endpoint returns the broker's listener of that name, or its client
@@ -201,7 +203,7 @@ func (img *Image) apply(r *Record, offset int64) error {
 		}
 		img.Brokers[b.NodeID] = &Broker{NodeID: b.NodeID, Host: b.Host, Port: b.Port, Listeners: b.Listeners, Rack: b.Rack,
 			IncarnationID: b.IncarnationID, Epoch: b.Epoch, Fenced: b.Fenced,
-			InControlledShutdown: b.InControlledShutdown, RegistrationOffset: reg}
+			InControlledShutdown: b.InControlledShutdown, RegistrationOffset: reg, Features: b.Features}
 	case r.BrokerChange != nil:
 		c := r.BrokerChange
 		old, ok := img.Brokers[c.NodeID]
@@ -392,7 +394,7 @@ func (img *Image) Records() []Record {
 		b := img.Brokers[id]
 		out = append(out, Record{Broker: &BrokerRecord{NodeID: b.NodeID, Host: b.Host, Port: b.Port, Listeners: b.Listeners, Rack: b.Rack,
 			IncarnationID: b.IncarnationID, Epoch: b.Epoch, Fenced: b.Fenced,
-			InControlledShutdown: b.InControlledShutdown, RegistrationOffset: b.RegistrationOffset}})
+			InControlledShutdown: b.InControlledShutdown, RegistrationOffset: b.RegistrationOffset, Features: b.Features}})
 	}
 	for _, name := range img.TopicNames() {
 		t := img.Topics[name]

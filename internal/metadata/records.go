@@ -75,6 +75,9 @@ type BrokerRecord struct {
 	// is the registration itself: the offset it is applied at.
 	RegistrationOffset int64 `json:"registrationOffset,omitempty"`
 	Removed            bool  `json:"removed,omitempty"`
+	// Features are the feature levels the broker supports; none for a
+	// broker from before features, which supports level 0 of each.
+	Features []Feature `json:"features,omitempty"`
 }
 
 // Endpoint is one of a broker's listeners.

@@ -1,0 +1,57 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-io/strata/internal/controller"
+	"github.com/strata-io/strata/internal/wire"
+)
+
+// UpdateFeatures: v0-1, forwarded to the active controller, which writes
+// FeatureLevel records (controller.UpdateFeatures); ALTER on the cluster
+// (authz.go).
+//
+// Behavior:
+// * The one feature is transaction.version (0-2): a cluster created
+// before features existed moves to transactions version 2 with
+// UpdateFeatures transaction.version=2 once every broker supports it, and
+// back with a downgrade (v0 AllowDowngrade, v1 UpgradeType 2 or 3), which
+// is safe: clients move to the finalized version at their next
+// transaction.
+// * Each feature gets its own error (INVALID_UPDATE_VERSION for an
+// unknown feature, an unsupported level, a level a registered broker does
+// not support, or a downgrade not asked for); the top-level error is set
+// only when the controller could not be reached. v1's ValidateOnly checks
+// without writing.
+func init() { registerAdmin(kmsg.UpdateFeatures.Int16(), 0, 1, (*Broker).handleUpdateFeatures) }
+
+func (b *Broker) handleUpdateFeatures(ctx context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
+	r := req.Body.(*kmsg.UpdateFeaturesRequest)
+	resp := r.ResponseKind().(*kmsg.UpdateFeaturesResponse)
+	return b.deferController(ctx, r.TimeoutMillis, func(ctx context.Context) kmsg.Response {
+		updates := make([]controller.FeatureUpdate, len(r.FeatureUpdates))
+		for i, u := range r.FeatureUpdates {
+			downgrade := u.AllowDowngrade
+			if r.Version >= 1 {
+				downgrade = u.UpgradeType == 2 || u.UpgradeType == 3
+			}
+			updates[i] = controller.FeatureUpdate{Name: u.Feature, Level: u.MaxVersionLevel, Downgrade: downgrade}
+		}
+		errs := b.controller.UpdateFeatures(ctx, updates, r.ValidateOnly)
+		for i, u := range r.FeatureUpdates {
+			res := kmsg.NewUpdateFeaturesResponseResult()
+			res.Feature = u.Feature
+			res.ErrorCode, res.ErrorMessage = errorCode(errs[i]), errorMessage(errs[i])
+			resp.Results = append(resp.Results, res)
+		}
+		for _, err := range errs {
+			if code := errorCode(err); code == kerr.NotController.Code || code == kerr.RequestTimedOut.Code {
+				resp.ErrorCode, resp.ErrorMessage = code, errorMessage(err)
+			}
+		}
+		return resp
+	})
+}
