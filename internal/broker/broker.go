@@ -14,6 +14,7 @@ package broker
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -107,8 +108,13 @@ type Broker struct {
 	// nil when this node has none.
 	controllerServer   *wire.Server
 	controllerListener net.Listener
-	server             *wire.Server
-	versions           map[int16]wire.VersionRange
+	// controllerBL is the controller listener's security, as served;
+	// controllerSec how this node dials the controllers (nil alone).
+	controllerBL  *brokerListener
+	controllerSec *controllerSecurity
+
+	server   *wire.Server
+	versions map[int16]wire.VersionRange
 
 	image   atomic.Pointer[metadata.Image]
 	imageMu sync.Mutex // serializes applyImage
@@ -251,6 +257,11 @@ func New(opts Options) (*Broker, error) {
 			return nil, err
 		}
 	}
+	if err := b.setupControllerSecurity(); err != nil {
+		b.closeListeners()
+		b.logs.Close()
+		return nil, err
+	}
 	if cluster.Controller != nil {
 		if err := b.listenController(*cluster.Controller); err != nil {
 			b.abort()
@@ -331,7 +342,7 @@ func (b *Broker) openController() error {
 		for _, v := range b.cluster.Voters {
 			addrs[v.ID] = v.Addr()
 		}
-		b.observer = quorum.NewObserver(quorum.ObserverConfig{NodeID: b.nodeID, Voters: addrs, Dial: b.dial, Logger: b.logger.With("component", "observer")})
+		b.observer = quorum.NewObserver(quorum.ObserverConfig{NodeID: b.nodeID, Voters: addrs, Dial: b.dialController, Logger: b.logger.With("component", "observer")})
 		b.observer.Start()
 		return b.openControllerOver(b.observer)
 	}
@@ -357,11 +368,8 @@ func (b *Broker) openController() error {
 		ElectionTimeout: time.Duration(b.cfg.Int("controller.quorum.election.timeout.ms")) * time.Millisecond,
 		ClusterID:       b.ClusterID,
 		Logger:          b.logger.With("component", "quorum"),
-		Dial: func(network, addr string, timeout time.Duration) (net.Conn, error) {
-			ctx, cancel := context.WithTimeout(context.Background(), timeout)
-			defer cancel()
-			return b.dial(ctx, network, addr)
-		},
+		Dial:            b.raftDial,
+		Authenticate:    b.raftAuthenticate(),
 	})
 	if err != nil {
 		return err
@@ -435,13 +443,25 @@ func (b *Broker) abort() {
 // messages to the quorum node (once it exists) and the controller APIs.
 // It serves from now on, before the quorum has a leader, which needs it.
 func (b *Broker) listenController(l config.Listener) error {
-	if l.Protocol != config.ProtocolPlaintext {
-		return fmt.Errorf("broker: controller listener %s: security protocol %s is not supported yet; controller listeners are PLAINTEXT", l.Name, l.Protocol)
+	bl := &brokerListener{Listener: l, tls: b.controllerSec.tls}
+	if config.IsSASL(l.Protocol) {
+		var err error
+		if bl.sasl, err = b.configureSASL(l); err != nil {
+			return err
+		}
+	}
+	var tcfg *tls.Config
+	if bl.tls != nil {
+		var err error
+		if tcfg, err = bl.tls.ServerConfig(); err != nil {
+			return fmt.Errorf("broker: controller listener %s: %w", l.Name, err)
+		}
 	}
 	ln, err := net.Listen("tcp", l.Addr())
 	if err != nil {
 		return fmt.Errorf("broker: listening on the controller listener %s: %w", l.Addr(), err)
 	}
+	b.controllerBL = bl
 	srv, err := wire.NewServer(wire.Config{
 		Handler:        controllerHandler{b},
 		MaxRequestSize: int32(b.cfg.Int("socket.request.max.bytes")),
@@ -455,10 +475,13 @@ func (b *Broker) listenController(l config.Listener) error {
 	}
 	b.controllerListener, b.controllerServer = ln, srv
 	kafka := newChanListener(ln.Addr())
+	if tcfg != nil {
+		ln = wire.NewTLSListener(ln, tcfg)
+	}
 	b.wg.Add(2)
 	go func() {
 		defer b.wg.Done()
-		if err := srv.Serve(kafka); err != nil && !errors.Is(err, wire.ErrServerClosed) {
+		if err := srv.ServeListener(kafka, b.serveConfig(bl)); err != nil && !errors.Is(err, wire.ErrServerClosed) {
 			b.logger.Error("controller listener stopped", "err", err)
 		}
 	}()

@@ -20,7 +20,8 @@ import (
 )
 
 // The controller listener (controller.listener.names, e.g. CONTROLLER://:9093)
-// carries two protocols on one port: the metadata quorum's Raft messages
+// carries two protocols on one port, in TLS and authenticated with SASL as
+// its security protocol says (controllersecurity.go): the metadata quorum's Raft messages
 // (a connection that opens with quorum.Magic) and the Kafka protocol for
 // the controller's APIs, which brokers send to the active controller:
 // BrokerRegistration, BrokerHeartbeat, AlterPartition, AllocateProducerIds,
@@ -52,7 +53,9 @@ func registerAdmin(key int16, min, max int16, h handler) {
 }
 
 func init() {
-	registerController(18, 0, 4, (*Broker).handleApiVersions)
+	registerController(18, 0, 4, (*Broker).handleControllerApiVersions)
+	registerController(kmsg.SASLHandshake.Int16(), 0, 1, (*Broker).handleSaslHandshake)
+	registerController(kmsg.SASLAuthenticate.Int16(), 0, 2, (*Broker).handleSaslAuthenticate)
 	registerController(62, 0, 4, (*Broker).handleBrokerRegistration)
 	registerController(63, 0, 2, (*Broker).handleBrokerHeartbeat)
 	registerController(56, 2, 3, (*Broker).handleAlterPartition)
@@ -70,12 +73,18 @@ func (h controllerHandler) Versions() map[int16]wire.VersionRange {
 	return out
 }
 
+// Handle authenticates the connection (on a SASL controller listener)
+// and authorizes the request (controllersecurity.go) before its handler.
 func (h controllerHandler) Handle(ctx context.Context, c *wire.Conn, req *wire.Request) wire.Response {
+	s, resp, done := h.b.admit(ctx, c, req)
+	if done {
+		return resp
+	}
 	a, ok := controllerAPIs[req.Key]
 	if !ok {
 		panic(fmt.Sprintf("broker: invariant: controller request for unregistered API key %d", req.Key))
 	}
-	return a.handle(h.b, ctx, c, req)
+	return h.b.authorizeController(ctx, c, s, req, a.handle)
 }
 
 // serveControllerListener accepts the controller listener's connections
@@ -100,6 +109,11 @@ func (b *Broker) serveControllerListener(ln net.Listener, kafka *chanListener) {
 					conn.Close() // not open yet: the peer dials again
 					return
 				}
+				if err := b.admitRaft(conn, r); err != nil {
+					b.logger.Warn("refusing a raft connection", "remote", conn.RemoteAddr().String(), "err", err)
+					conn.Close()
+					return
+				}
 				if err := node.ServeConn(conn, r); err != nil && !errors.Is(err, io.EOF) {
 					b.logger.Debug("raft connection closed", "remote", conn.RemoteAddr().String(), "err", err)
 				}
@@ -109,7 +123,7 @@ func (b *Broker) serveControllerListener(ln net.Listener, kafka *chanListener) {
 				conn.Close()
 				return
 			}
-			kafka.deliver(&peekedConn{Conn: conn, r: r})
+			kafka.deliver(handOver(conn, r))
 		}()
 	}
 }

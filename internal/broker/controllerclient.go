@@ -78,7 +78,7 @@ func (cc *controllerClient) client(id int32) *wire.Client {
 	for _, v := range cc.voters {
 		if v.ID == id {
 			c := wire.NewClient(v.Addr(), "strata-broker-"+itoa(cc.b.nodeID))
-			c.Dial = cc.b.dial
+			c.Dial = cc.b.dialController
 			cc.clients[id] = c
 			return c
 		}

@@ -46,25 +46,9 @@ func (b *Broker) Versions() map[int16]wire.VersionRange { return b.versions }
 
 // Handle implements wire.Handler.
 func (b *Broker) Handle(ctx context.Context, c *wire.Conn, req *wire.Request) wire.Response {
-	s, err := b.sessionOf(c)
-	if err != nil {
-		b.logger.Info("refusing connection", "remote", c.RemoteAddr(), "listener", c.Listener(), "err", err)
-		return wire.Response{NoResponse: true, Close: true}
-	}
-	if b.sessionExpired(s, req.Key) {
-		b.logger.Info("closing connection: SASL session expired without re-authentication", "remote", c.RemoteAddr(), "principal", s.principal, "listener", c.Listener())
-		return wire.Response{NoResponse: true, Close: true}
-	}
-	if s.saslPending {
-		if !preAuthAllowed(req.Key) {
-			// Kafka's SaslServerAuthenticator: an unexpected request
-			// before authentication closes the connection.
-			b.logger.Info("closing connection: request before SASL authentication", "remote", c.RemoteAddr(), "listener", c.Listener(), "api", apiName(req.Key))
-			return wire.Response{NoResponse: true, Close: true}
-		}
-		if req.Key == wire.RawTokenKey {
-			return b.handleRawToken(ctx, c, s, req.Raw)
-		}
+	s, resp, done := b.admit(ctx, c, req)
+	if done {
+		return resp
 	}
 	a, ok := apis[req.Key]
 	if !ok {
@@ -72,6 +56,36 @@ func (b *Broker) Handle(ctx context.Context, c *wire.Conn, req *wire.Request) wi
 		panic(fmt.Sprintf("broker: invariant: request for unregistered API key %d", req.Key))
 	}
 	return b.enforceQuota(c, s, req, b.handleTimed(ctx, c, s, req, a.handle))
+}
+
+// admit takes a request on any listener, the controller listener's
+// included, as far as its connection's authentication allows: it returns
+// the connection's session, or, with done, the answer to give instead of
+// handling the request (closing a connection whose SASL session expired or
+// that sends other requests before authenticating, and answering its raw
+// SASL tokens).
+func (b *Broker) admit(ctx context.Context, c *wire.Conn, req *wire.Request) (s *session, resp wire.Response, done bool) {
+	s, err := b.sessionOf(c)
+	if err != nil {
+		b.logger.Info("refusing connection", "remote", c.RemoteAddr(), "listener", c.Listener(), "err", err)
+		return nil, wire.Response{NoResponse: true, Close: true}, true
+	}
+	if b.sessionExpired(s, req.Key) {
+		b.logger.Info("closing connection: SASL session expired without re-authentication", "remote", c.RemoteAddr(), "principal", s.principal, "listener", c.Listener())
+		return nil, wire.Response{NoResponse: true, Close: true}, true
+	}
+	if s.saslPending {
+		if !preAuthAllowed(req.Key) {
+			// Kafka's SaslServerAuthenticator: an unexpected request
+			// before authentication closes the connection.
+			b.logger.Info("closing connection: request before SASL authentication", "remote", c.RemoteAddr(), "listener", c.Listener(), "api", apiName(req.Key))
+			return nil, wire.Response{NoResponse: true, Close: true}, true
+		}
+		if req.Key == wire.RawTokenKey {
+			return nil, b.handleRawToken(ctx, c, s, req.Raw), true
+		}
+	}
+	return s, wire.Response{}, false
 }
 
 // respond wraps a body.

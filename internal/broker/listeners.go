@@ -107,6 +107,9 @@ func (b *Broker) listenerOf(c *wire.Conn) *brokerListener {
 			return bl
 		}
 	}
+	if bl := b.controllerBL; bl != nil && bl.Name == c.Listener() {
+		return bl
+	}
 	return nil
 }
 

@@ -10,7 +10,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/strata-io/strata/internal/auth"
 	"github.com/strata-io/strata/internal/controller"
 	"github.com/strata-io/strata/internal/metadata"
 	"github.com/strata-io/strata/internal/quota"
@@ -278,15 +277,7 @@ func (b *Broker) requestQuotaExempt(s *session, req *wire.Request) bool {
 	case *kmsg.AddPartitionsToTxnRequest:
 		interBroker = r.Version >= 4
 	}
-	if !interBroker {
-		return false
-	}
-	az := b.authorizerNow()
-	if az == nil {
-		return true
-	}
-	subject := az.Subject(s.principal)
-	return subject.Super() || az.Check(subject, s.host, auth.OpClusterAction, auth.ResourceCluster, auth.ClusterName)
+	return interBroker && b.mayClusterAction(s.principal, s.host)
 }
 
 // enforceQuota counts a produce or consumer fetch against its quota and,

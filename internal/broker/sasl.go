@@ -153,24 +153,34 @@ func toLower(s string) string {
 // interBrokerSASL returns the client option that authenticates this
 // broker to the inter-broker listener, when it is a SASL listener.
 func (b *Broker) interBrokerSASL(bl *brokerListener) (kgo.Opt, error) {
-	mech := b.cfg.ListenerString(bl.Name, "sasl.mechanism.inter.broker.protocol")
-	jaas := b.cfg.ListenerMechanismString(bl.Name, mech, "sasl.jaas.config")
-	_, user, pass, err := auth.ParseJAASUsers(jaas)
-	if jaas == "" || err != nil || user == "" {
-		return nil, fmt.Errorf("broker: inter.broker.listener.name %s is a SASL listener: its %s sasl.jaas.config needs username and password (%v)", bl.Name, mech, err)
-	}
-	var m sasl.Mechanism
-	switch mech {
-	case auth.MechanismPlain:
-		m = plain.Auth{User: user, Pass: pass}.AsMechanism()
-	case auth.MechanismScramSHA256:
-		m = scram.Auth{User: user, Pass: pass}.AsSha256Mechanism()
-	case auth.MechanismScramSHA512:
-		m = scram.Auth{User: user, Pass: pass}.AsSha512Mechanism()
-	default:
-		return nil, fmt.Errorf("broker: sasl.mechanism.inter.broker.protocol=%s is not supported (%v)", mech, supportedMechanisms)
+	m, err := b.clientMechanism(bl.Name, "sasl.mechanism.inter.broker.protocol", "inter.broker.listener.name")
+	if err != nil {
+		return nil, err
 	}
 	return kgo.SASL(m), nil
+}
+
+// clientMechanism is the SASL mechanism this node authenticates to a SASL
+// listener with: the one mechanismKey names (sasl.mechanism.inter.broker.protocol,
+// sasl.mechanism.controller.protocol), with the username and password of
+// its sasl.jaas.config for that listener. role names the listener in
+// errors.
+func (b *Broker) clientMechanism(listener, mechanismKey, role string) (sasl.Mechanism, error) {
+	mech := b.cfg.ListenerString(listener, mechanismKey)
+	jaas := b.cfg.ListenerMechanismString(listener, mech, "sasl.jaas.config")
+	_, user, pass, err := auth.ParseJAASUsers(jaas)
+	if jaas == "" || err != nil || user == "" {
+		return nil, fmt.Errorf("broker: %s %s is a SASL listener: its %s sasl.jaas.config needs username and password (%v)", role, listener, mech, err)
+	}
+	switch mech {
+	case auth.MechanismPlain:
+		return plain.Auth{User: user, Pass: pass}.AsMechanism(), nil
+	case auth.MechanismScramSHA256:
+		return scram.Auth{User: user, Pass: pass}.AsSha256Mechanism(), nil
+	case auth.MechanismScramSHA512:
+		return scram.Auth{User: user, Pass: pass}.AsSha512Mechanism(), nil
+	}
+	return nil, fmt.Errorf("broker: %s=%s is not supported (%s, %s, %s)", mechanismKey, mech, auth.MechanismPlain, auth.MechanismScramSHA256, auth.MechanismScramSHA512)
 }
 
 // preAuthAllowed are the requests a SASL connection may send before it
@@ -207,20 +217,26 @@ func (b *Broker) handleSaslHandshake(_ context.Context, c *wire.Conn, req *wire.
 		return wire.Response{Body: resp, Close: true}
 	}
 	s.mechanism = r.Mechanism
-	switch r.Mechanism {
-	case auth.MechanismPlain:
-		s.exchange = auth.NewPlainServer(sl.plainUsers)
-	case auth.MechanismOAuthBearer:
-		s.exchange = auth.NewOAuthBearerServer(sl.jwt, b.now)
-	default:
-		m, _ := auth.ScramMechanismByName(r.Mechanism)
-		s.exchange = auth.NewScramServer(m, b.scramLookup)
-	}
+	s.exchange = b.newServerExchange(sl, r.Mechanism)
 	if r.Version == 0 {
 		s.rawTokens = true
 		c.SetRawTokens(true)
 	}
 	return respond(resp)
+}
+
+// newServerExchange starts the server's side of a SASL exchange with one
+// of the listener's mechanisms.
+func (b *Broker) newServerExchange(sl *saslListener, mechanism string) auth.ServerExchange {
+	switch mechanism {
+	case auth.MechanismPlain:
+		return auth.NewPlainServer(sl.plainUsers)
+	case auth.MechanismOAuthBearer:
+		return auth.NewOAuthBearerServer(sl.jwt, b.now)
+	default:
+		m, _ := auth.ScramMechanismByName(mechanism)
+		return auth.NewScramServer(m, b.scramLookup)
+	}
 }
 
 // scramLookup finds a SCRAM credential in the metadata image.

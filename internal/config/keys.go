@@ -135,6 +135,8 @@ var ServerKeys = []Key{
 		Doc: "The SASL mechanisms SASL listeners offer. Strata implements PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512; GSSAPI (Kafka's default) and OAUTHBEARER are not, so set this on every SASL listener."},
 	{Name: "sasl.mechanism.inter.broker.protocol", Type: TypeString, Default: "GSSAPI",
 		Doc: "The mechanism brokers authenticate to each other with when inter.broker.listener.name is a SASL listener; its sasl.jaas.config's username and password are the credentials."},
+	{Name: "sasl.mechanism.controller.protocol", Type: TypeString, Default: "GSSAPI",
+		Doc: "The mechanism nodes authenticate to the controllers with when the controller listener (controller.listener.names) is a SASL listener; its sasl.jaas.config's username and password are the credentials."},
 	{Name: "sasl.jaas.config", Type: TypeString, Default: "", Sensitive: true,
 		Doc: "JAAS login module options, usually per listener and mechanism (listener.name.<l>.<mechanism>.sasl.jaas.config). For PLAIN, PlainLoginModule's user_<name>=\"<password>\" options are the users; username and password are what this broker uses to reach others."},
 	{Name: "sasl.oauthbearer.jwks.endpoint.url", Type: TypeString, Default: "",

@@ -64,6 +64,14 @@
 //	hello = {"nodeId":N,"clusterId":"…"}   (JSON, at most 4 KiB)
 //	message = raftpb.Message                 (protobuf, at most MaxFrameBytes)
 //
+// On an SSL or SASL_SSL controller listener all of it runs in TLS. On a
+// SASL listener the dialer authenticates between Magic and the hello
+// (Config.Authenticate), with Kafka's SaslHandshake v1 and SaslAuthenticate
+// requests and responses, framed as Kafka frames them; the listener's side
+// (the broker, before it calls ServeConn) answers them and serves the
+// connection only for a principal allowed CLUSTER_ACTION on the cluster,
+// as Kafka authorizes Vote and BeginQuorumEpoch.
+//
 // Lengths are checked against the limit before anything is allocated. A
 // connection from a node that is not a voter, or that names another
 // cluster, is dropped with a log line; so is a message whose addresses do

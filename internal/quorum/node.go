@@ -63,6 +63,11 @@ type Config struct {
 	// Dial connects to a peer; net.DialTimeout when nil (tests put a
 	// fault-injecting dialer here).
 	Dial func(network, addr string, timeout time.Duration) (net.Conn, error)
+	// Authenticate, when set, runs on each outbound connection after
+	// Magic and before the hello: the controller listener's SASL exchange,
+	// which the receiving side runs before it serves the connection (see
+	// the package doc). An error drops the connection, which is redialed.
+	Authenticate func(conn net.Conn) error
 }
 
 // Entry is a committed entry: its index, term and data (nil for the empty
@@ -229,7 +234,7 @@ func Open(cfg Config) (*Node, error) {
 	n.loadedCommit = d.hard.GetCommit()
 	n.transport = &transport{
 		self: raftID(cfg.NodeID), voters: addrs, maxFrame: cfg.MaxFrameBytes, cluster: cfg.ClusterID,
-		deliver: n.deliver, logger: cfg.Logger, dial: cfg.Dial,
+		deliver: n.deliver, logger: cfg.Logger, dial: cfg.Dial, authenticate: cfg.Authenticate,
 		unreachable: func(id uint64) { n.reportAsync(func(rn *raft.RawNode) { rn.ReportUnreachable(id) }) },
 		snapshotDone: func(id uint64, ok bool) {
 			n.reportAsync(func(rn *raft.RawNode) { rn.ReportSnapshot(id, snapshotStatus(ok)) })

@@ -53,6 +53,9 @@ type transport struct {
 	snapshotDone func(id uint64, ok bool)
 	logger       *slog.Logger
 	dial         func(network, addr string, timeout time.Duration) (net.Conn, error)
+	// authenticate runs after Magic, before the hello; see
+	// Config.Authenticate.
+	authenticate func(conn net.Conn) error
 	// minBackoff and maxBackoff bound the wait between failed dials of a
 	// peer, which doubles from one to the other; 50 ms and maxBackoff
 	// when zero. A peer that connects to us is redialed at once, whatever
@@ -204,8 +207,22 @@ func (t *transport) connect(p *peer) (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	var buf []byte
+	if t.authenticate != nil {
+		conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+		if _, err := conn.Write(Magic[:]); err != nil {
+			conn.Close()
+			return nil, err
+		}
+		if err := t.authenticate(conn); err != nil {
+			conn.Close()
+			return nil, err
+		}
+	} else {
+		buf = append(buf, Magic[:]...)
+	}
 	h, _ := json.Marshal(hello{NodeID: t.self, ClusterID: t.cluster()})
-	buf := append(Magic[:], binary.BigEndian.AppendUint32(nil, uint32(len(h)))...)
+	buf = append(buf, binary.BigEndian.AppendUint32(nil, uint32(len(h)))...)
 	buf = append(buf, h...)
 	conn.SetWriteDeadline(time.Now().Add(writeTimeout))
 	if _, err := conn.Write(buf); err != nil {

@@ -3,13 +3,8 @@ package wire
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
-	"errors"
-	"fmt"
-	"io"
 	"net"
 	"sync"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -66,75 +61,8 @@ func (c *Client) Request(ctx context.Context, req kmsg.Request) (kmsg.Response, 
 }
 
 func (c *Client) exchange(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		deadline = time.Now().Add(time.Minute)
-	}
-	conn := c.conn
-	conn.SetDeadline(deadline)
-	// A deadline in the past when ctx ends unblocks reads and writes. The
-	// callback may still run after the exchange (and Request may have
-	// dropped c.conn by then), so it uses its own copy of the connection.
-	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
-
 	c.correlation++
-	corr := c.correlation
-	frame := make([]byte, 4, 256)
-	frame = binary.BigEndian.AppendUint16(frame, uint16(req.Key()))
-	frame = binary.BigEndian.AppendUint16(frame, uint16(req.GetVersion()))
-	frame = binary.BigEndian.AppendUint32(frame, uint32(corr))
-	frame = binary.BigEndian.AppendUint16(frame, uint16(len(c.clientID)))
-	frame = append(frame, c.clientID...)
-	if req.IsFlexible() {
-		frame = append(frame, 0) // no tagged fields
-	}
-	frame = req.AppendTo(frame)
-	binary.BigEndian.PutUint32(frame, uint32(len(frame)-4))
-	if _, err := c.conn.Write(frame); err != nil {
-		return nil, c.failed(ctx, err)
-	}
-
-	var size [4]byte
-	if _, err := io.ReadFull(c.r, size[:]); err != nil {
-		return nil, c.failed(ctx, err)
-	}
-	n := int32(binary.BigEndian.Uint32(size[:]))
-	limit := c.MaxResponseSize
-	if limit <= 0 {
-		limit = 100 << 20
-	}
-	if n < 4 || n > limit {
-		return nil, fmt.Errorf("wire: response of %d bytes from %s (limit %d)", n, c.addr, limit)
-	}
-	body := make([]byte, n)
-	if _, err := io.ReadFull(c.r, body); err != nil {
-		return nil, c.failed(ctx, err)
-	}
-	if got := int32(binary.BigEndian.Uint32(body)); got != corr {
-		return nil, fmt.Errorf("wire: response correlation id %d from %s, want %d", got, c.addr, corr)
-	}
-	body = body[4:]
-	resp := req.ResponseKind()
-	resp.SetVersion(req.GetVersion())
-	if resp.IsFlexible() && req.Key() != apiVersionsKey {
-		var err error
-		if body, err = skipTags(body); err != nil {
-			return nil, fmt.Errorf("wire: response header from %s: %w", c.addr, err)
-		}
-	}
-	if err := resp.ReadFrom(body); err != nil {
-		return nil, fmt.Errorf("wire: decoding %s v%d from %s: %w", kmsg.NameForKey(req.Key()), req.GetVersion(), c.addr, err)
-	}
-	return resp, nil
-}
-
-// failed returns ctx's error when it ended the exchange, else err.
-func (c *Client) failed(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return errors.Join(context.Cause(ctx), err)
-	}
-	return err
+	return Exchange(ctx, c.conn, c.r, c.clientID, c.correlation, req, c.MaxResponseSize)
 }
 
 // Close closes the connection; a later Request dials again.

@@ -1,0 +1,266 @@
+package broker
+
+import (
+	"bufio"
+	"crypto/tls"
+	"errors"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+
+	"github.com/strata-io/strata/internal/config"
+	"github.com/strata-io/strata/internal/quorum"
+	"github.com/strata-io/strata/internal/testutil/poll"
+)
+
+// startNodes starts one node per settings together (a voter's start
+// returns once its broker registered, which needs a quorum).
+func startNodes(t *testing.T, settings []map[string]string) []*testBroker {
+	t.Helper()
+	nodes := make([]*testBroker, len(settings))
+	errs := make([]error, len(settings))
+	var wg sync.WaitGroup
+	for i, s := range settings {
+		tb := &testBroker{dir: t.TempDir(), settings: s}
+		nodes[i] = tb
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			overrides := map[string]string{"log.dirs": tb.dir, "strata.admin.listener": ""}
+			for k, v := range s {
+				overrides[k] = v
+			}
+			cfg, err := config.NewServer(overrides)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			b, err := New(Options{Config: cfg, Logger: testLogger(t)})
+			if err == nil {
+				if err = b.Start(); err != nil {
+					b.Close()
+				}
+			}
+			tb.Broker, errs[i] = b, err
+		}()
+	}
+	wg.Wait()
+	for i, tb := range nodes {
+		if errs[i] != nil {
+			t.Errorf("node %d: %v", i+1, errs[i])
+			continue
+		}
+		t.Cleanup(func() { tb.Close() })
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	return nodes
+}
+
+// TestControllerListenerSASLSSL: three voters whose controller and
+// inter-broker listeners are SASL_SSL form a quorum, elect a controller,
+// register their brokers and replicate; on the controller listener a
+// principal without CLUSTER_ACTION is answered CLUSTER_AUTHORIZATION_FAILED
+// for AlterPartition and BrokerHeartbeat (until an ACL grants it), its
+// Raft connection is dropped once authenticated, and wrong credentials are
+// refused.
+func TestControllerListenerSASLSSL(t *testing.T) {
+	f := newTLSFixture(t)
+	var ctrl []string
+	var voters []string
+	for id := 1; id <= 3; id++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctrl = append(ctrl, ln.Addr().String())
+		ln.Close()
+		voters = append(voters, strconv.Itoa(id)+"@"+ctrl[id-1])
+	}
+	jaas := `org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" password="broker-secret" user_broker="broker-secret" user_alice="alice-secret";`
+	var settings []map[string]string
+	for id := 1; id <= 3; id++ {
+		s := f.brokerSettings("none")
+		for k, v := range map[string]string{
+			"node.id":                                         strconv.Itoa(id),
+			"process.roles":                                   "broker,controller",
+			"controller.quorum.voters":                        strings.Join(voters, ","),
+			"listeners":                                       "PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:0,CONTROLLER://" + ctrl[id-1],
+			"listener.security.protocol.map":                  "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_SSL,CONTROLLER:SASL_SSL",
+			"inter.broker.listener.name":                      "INTERNAL",
+			"sasl.enabled.mechanisms":                         "PLAIN",
+			"sasl.mechanism.inter.broker.protocol":            "PLAIN",
+			"sasl.mechanism.controller.protocol":              "PLAIN",
+			"listener.name.internal.plain.sasl.jaas.config":   jaas,
+			"listener.name.controller.plain.sasl.jaas.config": jaas,
+			"authorizer.class.name":                           "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+			// The nodes' principal, and the test's admin on the
+			// plaintext listener.
+			"super.users":                           "User:broker;User:ANONYMOUS",
+			"broker.heartbeat.interval.ms":          "250",
+			"controller.quorum.election.timeout.ms": "500",
+			"replica.fetch.backoff.ms":              "100",
+			"offsets.topic.replication.factor":      "3",
+		} {
+			s[k] = v
+		}
+		settings = append(settings, s)
+	}
+	nodes := startNodes(t, settings)
+	b1 := nodes[0]
+	poll.Until(t, 30*time.Second, "three unfenced brokers", func() bool {
+		img := b1.image.Load()
+		n := 0
+		for _, br := range img.Brokers {
+			if !br.Fenced {
+				n++
+			}
+		}
+		return n == 3
+	})
+	leader := int32(-1)
+	for _, n := range nodes {
+		if l, active := n.controller.Leader(); active {
+			leader = l
+		}
+	}
+	if leader < 0 {
+		t.Fatal("no active controller")
+	}
+
+	// Replication over the SASL_SSL inter-broker listener.
+	adm := newAdmin(t, b1.Addr())
+	ctx := testContext(t)
+	if resp, err := adm.CreateTopic(ctx, 1, 3, nil, "secured"); err != nil || resp.Err != nil {
+		t.Fatalf("creating the topic: %v %v", err, resp.Err)
+	}
+	poll.Until(t, 30*time.Second, "the topic on every node", func() bool {
+		for _, n := range nodes {
+			if n.image.Load().Topics["secured"] == nil {
+				return false
+			}
+		}
+		return true
+	})
+	topic := b1.image.Load().Topics["secured"]
+	partitionLeader := topic.Partitions[0].Leader
+	cl := newClient(t, nodes[partitionLeader-1].Addr(), kgo.RequiredAcks(kgo.AllISRAcks()))
+	for i := 0; i < 10; i++ {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "secured", Value: []byte("x")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range nodes {
+		poll.Until(t, 30*time.Second, "every replica at offset 10", func() bool {
+			n.partitionsMu.RLock()
+			defer n.partitionsMu.RUnlock()
+			p := n.partitions[tp{"secured", 0}]
+			return p != nil && p.FetchPosition().FetchOffset == 10
+		})
+	}
+
+	// A client of the controller listener; its requests go straight to
+	// the seed (routing them would need Metadata, which the controller
+	// listener does not serve).
+	tlsCfg := &tls.Config{RootCAs: f.ca.Pool(), ServerName: "127.0.0.1"}
+	controllerClient := func(user, pass string) *kgo.Client {
+		return newClient(t, ctrl[leader-1], kgo.DialTLSConfig(tlsCfg), kgo.SASL(plain.Auth{User: user, Pass: pass}.AsMechanism()), kgo.RequestRetries(0))
+	}
+	alterPartition := func(cl *kgo.Client) (int16, error) {
+		req := kmsg.NewPtrAlterPartitionRequest()
+		req.BrokerID, req.BrokerEpoch = partitionLeader, 1
+		rt := kmsg.NewAlterPartitionRequestTopic()
+		rt.TopicID = topic.ID
+		rp := kmsg.NewAlterPartitionRequestTopicPartition()
+		rp.LeaderEpoch, rp.NewISR = topic.Partitions[0].LeaderEpoch, []int32{partitionLeader}
+		for _, id := range []int32{partitionLeader} {
+			e := kmsg.NewAlterPartitionRequestTopicPartitionNewEpochISR()
+			e.BrokerID, e.BrokerEpoch = id, 1
+			rp.NewEpochISR = append(rp.NewEpochISR, e)
+		}
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := cl.SeedBrokers()[0].Request(ctx, req)
+		if err != nil {
+			return 0, err
+		}
+		return resp.(*kmsg.AlterPartitionResponse).ErrorCode, nil
+	}
+	heartbeat := func(cl *kgo.Client) (int16, error) {
+		req := kmsg.NewPtrBrokerHeartbeatRequest()
+		req.BrokerID, req.BrokerEpoch = 42, 1
+		resp, err := cl.SeedBrokers()[0].Request(ctx, req)
+		if err != nil {
+			return 0, err
+		}
+		return resp.(*kmsg.BrokerHeartbeatResponse).ErrorCode, nil
+	}
+	denied := kerr.ClusterAuthorizationFailed.Code
+	alice := controllerClient("alice", "alice-secret")
+	if code, err := alterPartition(alice); err != nil || code != denied {
+		t.Fatalf("AlterPartition from alice: code %d err %v, want CLUSTER_AUTHORIZATION_FAILED", code, err)
+	}
+	if code, err := heartbeat(alice); err != nil || code != denied {
+		t.Fatalf("BrokerHeartbeat from alice: code %d err %v, want CLUSTER_AUTHORIZATION_FAILED", code, err)
+	}
+	// The nodes' own principal gets the controller's answer: an unknown
+	// broker's heartbeat is refused for what it says, not for who sent it.
+	if code, err := heartbeat(controllerClient("broker", "broker-secret")); err != nil || code == denied || code == 0 {
+		t.Fatalf("BrokerHeartbeat of an unregistered broker from the nodes' principal: code %d err %v", code, err)
+	}
+
+	// Alice's Raft connection authenticates, then is dropped.
+	raftAs := func(user, pass string) error {
+		conn, err := tls.Dial("tcp", ctrl[leader-1], tlsCfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := conn.Write(quorum.Magic[:]); err != nil {
+			t.Fatal(err)
+		}
+		peer := &Broker{nodeID: 99, controllerSec: &controllerSecurity{mechanism: plain.Auth{User: user, Pass: pass}.AsMechanism()}}
+		if err := peer.authenticateToController(ctx, conn, ctrl[leader-1]); err != nil {
+			return err
+		}
+		conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+		_, err = bufio.NewReader(conn).ReadByte()
+		return err
+	}
+	if err := raftAs("alice", "alice-secret"); err == nil || errors.Is(err, kerr.SaslAuthenticationFailed) || isTimeout(err) {
+		t.Fatalf("alice's raft connection: %v, want it closed after authenticating", err)
+	}
+	if err := raftAs("broker", "wrong"); !errors.Is(err, kerr.SaslAuthenticationFailed) {
+		t.Fatalf("a raft connection with a wrong password: %v, want SASL_AUTHENTICATION_FAILED", err)
+	}
+
+	// Wrong credentials on the Kafka side.
+	if _, err := heartbeat(controllerClient("alice", "wrong")); !errors.Is(err, kerr.SaslAuthenticationFailed) {
+		t.Fatalf("a client with a wrong password: %v, want SASL_AUTHENTICATION_FAILED", err)
+	}
+
+	// An ACL granting alice CLUSTER_ACTION lets her through.
+	acl := kadm.NewACLs().Allow("User:alice").AllowHosts().Clusters().Operations(kadm.OpClusterAction)
+	if res, err := adm.CreateACLs(ctx, acl); err != nil || res[0].Err != nil {
+		t.Fatalf("creating the ACL: %v %v", err, res)
+	}
+	poll.Until(t, 30*time.Second, "alice's heartbeat to be authorized", func() bool {
+		code, err := heartbeat(controllerClient("alice", "alice-secret"))
+		return err == nil && code != denied
+	})
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
