@@ -54,6 +54,11 @@ type Image struct {
 	// quotasOwned is set inside Apply once ClientQuotas is this image's
 	// own copy.
 	quotasOwned bool
+	// securityOwned is set inside Apply once ScramCredentials and Acls
+	// are this image's own copies: an Apply without SCRAM or ACL records
+	// shares them with the image before (a cluster's 10,000 ACLs are not
+	// copied for every partition change).
+	securityOwned bool
 
 	// copied is set only inside Apply: the topics it copied so far.
 	copied map[UUID]bool
@@ -159,8 +164,6 @@ func (img *Image) Apply(lastOffset int64, records ...Record) (*Image, error) {
 	next.Topics = maps.Clone(img.Topics)
 	next.TopicsByID = maps.Clone(img.TopicsByID)
 	next.Configs = maps.Clone(img.Configs)
-	next.ScramCredentials = maps.Clone(img.ScramCredentials)
-	next.Acls = maps.Clone(img.Acls)
 	next.Features = maps.Clone(img.Features)
 	// Topics this Apply already copied are its own to change: a batch
 	// creating a topic of 1,000 partitions copies it once, not per
@@ -172,7 +175,7 @@ func (img *Image) Apply(lastOffset int64, records ...Record) (*Image, error) {
 		}
 	}
 	next.copied = nil
-	next.quotasOwned = false
+	next.quotasOwned, next.securityOwned = false, false
 	next.Offset = lastOffset
 	return &next, nil
 }

@@ -63,6 +63,10 @@ func compareAcls(a, b Acl) int {
 // applySecurity applies a SCRAM or ACL record of the Apply up to offset;
 // it reports false for other records.
 func (img *Image) applySecurity(r *Record, offset int64) bool {
+	if (r.ScramCredential != nil || r.Acl != nil) && !img.securityOwned {
+		img.ScramCredentials, img.Acls = maps.Clone(img.ScramCredentials), maps.Clone(img.Acls)
+		img.securityOwned = true
+	}
 	switch {
 	case r.ScramCredential != nil:
 		c := r.ScramCredential

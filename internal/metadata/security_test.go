@@ -1,6 +1,7 @@
 package metadata
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 )
@@ -79,5 +80,61 @@ func TestAclsVersionNamesOneSet(t *testing.T) {
 	}
 	if Empty().AclsVersion == lagging.AclsVersion {
 		t.Fatal("an image with an ACL has the empty image's version")
+	}
+}
+
+// BenchmarkApplyWith10kAcls is one metadata change that is not an ACL (a
+// partition's ISR) applied to an image holding 10,000 ACLs: what every
+// metadata record costs a cluster that has them.
+//
+//	go test ./internal/metadata -run XXX -bench ApplyWith10kAcls
+func BenchmarkApplyWith10kAcls(b *testing.B) {
+	id := NewUUID()
+	recs := []Record{
+		{Topic: &TopicRecord{Name: "orders", ID: id}},
+		{Partition: &PartitionRecord{TopicID: id, Partition: 0, Replicas: []int32{1, 2}, ISR: []int32{1, 2}, Leader: 1}},
+	}
+	for i := range 10_000 {
+		recs = append(recs, Record{Acl: &AclRecord{Acl: Acl{ResourceType: 2, ResourceName: fmt.Sprintf("topic-%d", i), PatternType: 3,
+			Principal: fmt.Sprintf("User:u%d", i%100), Host: "*", Operation: 3, Permission: 3}}})
+	}
+	img, err := Empty().Apply(0, recs...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	isr := []int32{1}
+	change := Record{PartitionChange: &PartitionChangeRecord{TopicID: id, Partition: 0, ISR: isr}}
+	b.ReportAllocs()
+	for b.Loop() {
+		next, err := img.Apply(img.Offset+1, change)
+		if err != nil {
+			b.Fatal(err)
+		}
+		img = next
+	}
+	if len(img.Acls) != 10_000 {
+		b.Fatalf("%d ACLs", len(img.Acls))
+	}
+}
+
+// An Apply without SCRAM or ACL records shares the maps with the image
+// before; the next one that has them must not change either image.
+func TestSecurityMapsCopiedOnWrite(t *testing.T) {
+	alice := Acl{ResourceType: 2, ResourceName: "orders", PatternType: 3, Principal: "User:alice", Host: "*", Operation: 3, Permission: 3}
+	bob := alice
+	bob.Principal = "User:bob"
+	cred := func(user string) Record {
+		return Record{ScramCredential: &ScramCredentialRecord{User: user, Mechanism: 1, Salt: []byte("s"), StoredKey: []byte("k"), ServerKey: []byte("v"), Iterations: 4096}}
+	}
+	first := replay(t, Empty(), Record{Acl: &AclRecord{Acl: alice}}, cred("alice"))
+	second := replay(t, first, Record{Cluster: &ClusterRecord{ClusterID: "c1"}})
+	third := replay(t, second, Record{Acl: &AclRecord{Acl: alice, Removed: true}}, Record{Acl: &AclRecord{Acl: bob}}, cred("bob"))
+	for name, img := range map[string]*Image{"first": first, "second": second} {
+		if _, ok := img.Acls[alice]; !ok || len(img.Acls) != 1 || len(img.ScramCredentials) != 1 {
+			t.Errorf("%s image: ACLs %v, credentials %v after a later Apply", name, img.Acls, img.ScramCredentials)
+		}
+	}
+	if _, ok := third.Acls[bob]; !ok || len(third.Acls) != 1 || len(third.ScramCredentials) != 2 {
+		t.Errorf("third image: ACLs %v, credentials %v", third.Acls, third.ScramCredentials)
 	}
 }
