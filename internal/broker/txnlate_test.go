@@ -151,6 +151,9 @@ func (e *lateEnv) check(l *txnLedger) {
 	}
 	seen := map[string]bool{}
 	for _, v := range read {
+		if seen[v] {
+			t.Errorf("duplicate: %q read twice (a late produce written again?) (read_committed read %q)", v, read)
+		}
 		seen[v] = true
 	}
 	for i, values := range l.txns {
@@ -269,6 +272,9 @@ func releaseAndWait(t *testing.T, h *faultproxy.Hold, resp <-chan kmsg.Response)
 	case <-h.Answered():
 	case <-time.After(30 * time.Second):
 		t.Fatal("the broker did not answer the late request")
+	}
+	if !h.AnsweredByBroker() {
+		t.Fatal("the late request's connection closed before the broker answered it")
 	}
 	if resp == nil {
 		return nil // a client of its own (franz-go) reads the answer, if it still reads
@@ -611,4 +617,61 @@ func TestLateEndTxnKgo(t *testing.T) {
 			e.check(l)
 		})
 	}
+}
+
+// TestLateProduceKgo is the late produce with franz-go's transactional
+// producer through the proxy: its produce of transaction N is held until
+// franz-go times the request out and sends the batch again on another
+// connection; N commits, N+1 begins and writes; then the held produce
+// reaches the broker. Its records must not be read twice, nor in N+1.
+func TestLateProduceKgo(t *testing.T) {
+	e := startLateEnv(t, "late-produce-kgo")
+	cl := newClient(t, e.proxy.Addr(), kgo.TransactionalID("late-produce-kgo"), kgo.DefaultProduceTopic("late-produce-kgo"),
+		kgo.ProduceRequestTimeout(time.Second), kgo.RequestTimeoutOverhead(2*time.Second))
+	l := newTxnLedger()
+	ctx := testContext(t)
+	produce := func(txn int, v string) error {
+		t.Helper()
+		l.add(txn, v)
+		return cl.ProduceSync(ctx, &kgo.Record{Value: []byte(v)}).FirstErr()
+	}
+	end := func(txn int, commit bool) {
+		t.Helper()
+		if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+			t.Logf("EndTransaction of %d: %v", txn, err)
+			return
+		}
+		l.ends[txn] = outcomeOf(commit)
+	}
+
+	n := l.begin()
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	h := e.proxy.HoldRequest(kmsg.Produce.Int16())
+	if err := produce(n, "N-a"); err != nil { // held, timed out, sent again
+		t.Fatalf("the produce franz-go retried: %v", err)
+	}
+	awaitHeld(t, h)
+	if err := produce(n, "N-b"); err != nil {
+		t.Fatal(err)
+	}
+	end(n, true)
+
+	next := l.begin()
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := produce(next, "N+1-a"); err != nil {
+		t.Fatal(err)
+	}
+	releaseAndWait(t, h, nil)
+	if err := produce(next, "N+1-b"); err != nil {
+		t.Fatal(err)
+	}
+	end(next, true)
+	if l.ends[n] != committed || l.ends[next] != committed {
+		t.Errorf("the transactions ended %v, want both committed", l.ends)
+	}
+	e.check(l)
 }

@@ -31,6 +31,7 @@ type Hold struct {
 	answered chan struct{}
 
 	releaseOnce, answerOnce sync.Once
+	byBroker                bool // written before answered is closed
 }
 
 // HoldRequest arms a hold for the next request with API key key that
@@ -56,7 +57,20 @@ func (h *Hold) Release() { h.releaseOnce.Do(func() { close(h.release) }) }
 // is still open), or the broker closed the connection first.
 func (h *Hold) Answered() <-chan struct{} { return h.answered }
 
-func (h *Hold) answer() { h.answerOnce.Do(func() { close(h.answered) }) }
+// AnsweredByBroker, once Answered is closed, says whether the broker
+// answered the held request (it received it and acted), rather than the
+// connection closing first.
+func (h *Hold) AnsweredByBroker() bool {
+	<-h.answered
+	return h.byBroker
+}
+
+func (h *Hold) answer(byBroker bool) {
+	h.answerOnce.Do(func() {
+		h.byBroker = byBroker
+		close(h.answered)
+	})
+}
 
 // takeHold returns the first armed hold for key, disarmed, or nil.
 func (p *Proxy) takeHold(key int16) *Hold {
@@ -83,7 +97,7 @@ func (p *Proxy) hold(l *link, h *Hold, frame []byte) bool {
 	case <-h.release:
 		return true
 	case <-l.closed:
-		h.answer() // if close ran before h was noted in l.held
+		h.answer(false) // if close ran before h was noted in l.held
 		return false
 	}
 }
@@ -96,7 +110,7 @@ func (l *link) answered(id int32) {
 	delete(l.held, id)
 	l.mu.Unlock()
 	if h != nil {
-		h.answer()
+		h.answer(true)
 	}
 }
 

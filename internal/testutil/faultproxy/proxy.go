@@ -209,7 +209,7 @@ func (l *link) close() {
 		l.held = map[int32]*Hold{}
 		l.mu.Unlock()
 		for _, h := range held {
-			h.answer()
+			h.answer(false)
 		}
 	})
 }
