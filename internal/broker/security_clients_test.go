@@ -14,6 +14,10 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	kafkago "github.com/segmentio/kafka-go"
+	kgosasl "github.com/segmentio/kafka-go/sasl"
+	kgoplain "github.com/segmentio/kafka-go/sasl/plain"
+	kgoscram "github.com/segmentio/kafka-go/sasl/scram"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -153,8 +157,8 @@ func securityMatrixBroker(t *testing.T) (*testBroker, []secCell) {
 }
 
 // TestSecurityClientMatrix is issue 15's client coverage: franz-go,
-// sarama, kcat (librdkafka), confluent-kafka (librdkafka) and kafka-python
-// each connect over SSL, mutual TLS, SASL_PLAINTEXT and SASL_SSL with
+// sarama, kafka-go, kcat (librdkafka), confluent-kafka (librdkafka) and
+// kafka-python each connect over SSL, mutual TLS, SASL_PLAINTEXT and SASL_SSL with
 // PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512, produce and read back; and each
 // is refused, for the right reason, with a wrong password, a broker
 // certificate it does not trust, and an untrusted or missing client
@@ -170,6 +174,7 @@ func TestSecurityClientMatrix(t *testing.T) {
 	}{
 		{"franz-go", driveFranz, goRefusal},
 		{"sarama", driveSarama, goRefusal},
+		{"kafka-go", driveKafkaGo, goRefusal},
 		{"kcat", driveKcat, textRefusal},
 		{"confluent", drivePython("confluent"), textRefusal},
 		{"kafka-python", drivePython("kafka-python"), textRefusal},
@@ -215,13 +220,14 @@ func firstLine(s string) string {
 // back in a served cell.
 const matrixRecords = 5
 
-// goRefusal recognizes the errors franz-go and sarama return: Kafka's
+// goRefusal recognizes the errors franz-go, sarama and kafka-go return: Kafka's
 // SASL_AUTHENTICATION_FAILED, x509's unknown authority, and the TLS alert
 // the broker sends for a client certificate it refuses.
 func goRefusal(err error, want secOutcome) bool {
 	switch want {
 	case refusedSASL:
-		return errors.Is(err, kerr.SaslAuthenticationFailed) || errors.Is(err, sarama.ErrSASLAuthenticationFailed)
+		return errors.Is(err, kerr.SaslAuthenticationFailed) || errors.Is(err, sarama.ErrSASLAuthenticationFailed) ||
+			errors.Is(err, kafkago.SASLAuthenticationFailed)
 	case refusedServerCert:
 		var ua x509.UnknownAuthorityError
 		return errors.As(err, &ua)
@@ -388,6 +394,65 @@ func driveSarama(t *testing.T, addr string, c secCell, topic string) error {
 			return err
 		case <-timeout:
 			return fmt.Errorf("read back %d of %d", n, matrixRecords)
+		}
+	}
+	return nil
+}
+
+func kafkaGoMechanism(t *testing.T, c secCell) kgosasl.Mechanism {
+	var (
+		m   kgosasl.Mechanism
+		err error
+	)
+	switch c.mechanism {
+	case "":
+		return nil
+	case "PLAIN":
+		m = kgoplain.Mechanism{Username: c.user, Password: c.password}
+	case "SCRAM-SHA-256":
+		m, err = kgoscram.Mechanism(kgoscram.SHA256, c.user, c.password)
+	case "SCRAM-SHA-512":
+		m, err = kgoscram.Mechanism(kgoscram.SHA512, c.user, c.password)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func driveKafkaGo(t *testing.T, addr string, c secCell, topic string) error {
+	var tlsCfg *tls.Config
+	if c.tls() {
+		tlsCfg = c.tlsConfig(t)
+	}
+	mech := kafkaGoMechanism(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dialer := &kafkago.Dialer{Timeout: 10 * time.Second, TLS: tlsCfg, SASLMechanism: mech}
+	if c.want != served {
+		conn, err := dialer.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		_, err = conn.ReadPartitions()
+		return err
+	}
+	w := &kafkago.Writer{Addr: kafkago.TCP(addr), Topic: topic, RequiredAcks: kafkago.RequireAll, BatchTimeout: 10 * time.Millisecond,
+		MaxAttempts: 3, Transport: &kafkago.Transport{TLS: tlsCfg, SASL: mech}}
+	defer w.Close()
+	var msgs []kafkago.Message
+	for i := range matrixRecords {
+		msgs = append(msgs, kafkago.Message{Value: fmt.Appendf(nil, "kafkago-%d", i)})
+	}
+	if err := w.WriteMessages(ctx, msgs...); err != nil {
+		return err
+	}
+	r := kafkago.NewReader(kafkago.ReaderConfig{Brokers: []string{addr}, Topic: topic, Partition: 0, Dialer: dialer, MaxWait: 100 * time.Millisecond})
+	defer r.Close()
+	for n := 0; n < matrixRecords; n++ {
+		if _, err := r.ReadMessage(ctx); err != nil {
+			return fmt.Errorf("read back %d of %d: %w", n, matrixRecords, err)
 		}
 	}
 	return nil
