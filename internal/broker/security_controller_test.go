@@ -67,14 +67,22 @@ func startNodes(t *testing.T, settings []map[string]string) []*testBroker {
 	return nodes
 }
 
-// TestControllerListenerSASLSSL: three voters whose controller and
-// inter-broker listeners are SASL_SSL form a quorum, elect a controller,
-// register their brokers and replicate; on the controller listener a
-// principal without CLUSTER_ACTION is answered CLUSTER_AUTHORIZATION_FAILED
-// for AlterPartition and BrokerHeartbeat (until an ACL grants it), its
-// Raft connection is dropped once authenticated, and wrong credentials are
-// refused.
-func TestControllerListenerSASLSSL(t *testing.T) {
+// TestControllerListenerSecurity: three voters whose controller and
+// inter-broker listeners are SASL_SSL (or SASL_PLAINTEXT), and a broker
+// that is not a voter (its observer and controller client dial the
+// controller listener by controller.listener.names), form a quorum, elect
+// a controller, register their brokers and replicate; on the controller
+// listener a principal without CLUSTER_ACTION is answered
+// CLUSTER_AUTHORIZATION_FAILED for AlterPartition and BrokerHeartbeat
+// (until an ACL grants it), its Raft connection is dropped once
+// authenticated, and wrong credentials are refused.
+func TestControllerListenerSecurity(t *testing.T) {
+	for _, protocol := range []string{config.ProtocolSASLSSL, config.ProtocolSASLPlaintext} {
+		t.Run(protocol, func(t *testing.T) { testControllerListener(t, protocol) })
+	}
+}
+
+func testControllerListener(t *testing.T, protocol string) {
 	f := newTLSFixture(t)
 	var ctrl []string
 	var voters []string
@@ -89,14 +97,14 @@ func TestControllerListenerSASLSSL(t *testing.T) {
 	}
 	jaas := `org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" password="broker-secret" user_broker="broker-secret" user_alice="alice-secret";`
 	var settings []map[string]string
-	for id := 1; id <= 3; id++ {
+	for id := 1; id <= 4; id++ {
 		s := f.brokerSettings("none")
 		for k, v := range map[string]string{
 			"node.id":                                         strconv.Itoa(id),
 			"process.roles":                                   "broker,controller",
 			"controller.quorum.voters":                        strings.Join(voters, ","),
-			"listeners":                                       "PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:0,CONTROLLER://" + ctrl[id-1],
-			"listener.security.protocol.map":                  "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_SSL,CONTROLLER:SASL_SSL",
+			"listeners":                                       "PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:0",
+			"listener.security.protocol.map":                  "PLAINTEXT:PLAINTEXT,INTERNAL:" + protocol + ",CONTROLLER:" + protocol,
 			"inter.broker.listener.name":                      "INTERNAL",
 			"sasl.enabled.mechanisms":                         "PLAIN",
 			"sasl.mechanism.inter.broker.protocol":            "PLAIN",
@@ -114,11 +122,16 @@ func TestControllerListenerSASLSSL(t *testing.T) {
 		} {
 			s[k] = v
 		}
+		if id <= 3 {
+			s["listeners"] += ",CONTROLLER://" + ctrl[id-1]
+		} else {
+			s["process.roles"] = "broker"
+		}
 		settings = append(settings, s)
 	}
 	nodes := startNodes(t, settings)
 	b1 := nodes[0]
-	poll.Until(t, 30*time.Second, "three unfenced brokers", func() bool {
+	poll.Until(t, 30*time.Second, "four unfenced brokers", func() bool {
 		img := b1.image.Load()
 		n := 0
 		for _, br := range img.Brokers {
@@ -126,7 +139,7 @@ func TestControllerListenerSASLSSL(t *testing.T) {
 				n++
 			}
 		}
-		return n == 3
+		return n == 4
 	})
 	leader := int32(-1)
 	for _, n := range nodes {
@@ -160,7 +173,8 @@ func TestControllerListenerSASLSSL(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, n := range nodes {
+	for _, id := range topic.Partitions[0].Replicas {
+		n := nodes[id-1]
 		poll.Until(t, 30*time.Second, "every replica at offset 10", func() bool {
 			n.partitionsMu.RLock()
 			defer n.partitionsMu.RUnlock()
@@ -173,8 +187,15 @@ func TestControllerListenerSASLSSL(t *testing.T) {
 	// the seed (routing them would need Metadata, which the controller
 	// listener does not serve).
 	tlsCfg := &tls.Config{RootCAs: f.ca.Pool(), ServerName: "127.0.0.1"}
+	if protocol == config.ProtocolSASLPlaintext {
+		tlsCfg = nil
+	}
 	controllerClient := func(user, pass string) *kgo.Client {
-		return newClient(t, ctrl[leader-1], kgo.DialTLSConfig(tlsCfg), kgo.SASL(plain.Auth{User: user, Pass: pass}.AsMechanism()), kgo.RequestRetries(0))
+		opts := []kgo.Opt{kgo.SASL(plain.Auth{User: user, Pass: pass}.AsMechanism()), kgo.RequestRetries(0)}
+		if tlsCfg != nil {
+			opts = append(opts, kgo.DialTLSConfig(tlsCfg))
+		}
+		return newClient(t, ctrl[leader-1], opts...)
 	}
 	alterPartition := func(cl *kgo.Client) (int16, error) {
 		req := kmsg.NewPtrAlterPartitionRequest()
@@ -221,7 +242,10 @@ func TestControllerListenerSASLSSL(t *testing.T) {
 
 	// Alice's Raft connection authenticates, then is dropped.
 	raftAs := func(user, pass string) error {
-		conn, err := tls.Dial("tcp", ctrl[leader-1], tlsCfg)
+		conn, err := net.Dial("tcp", ctrl[leader-1])
+		if err == nil && tlsCfg != nil {
+			conn = tls.Client(conn, tlsCfg)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
