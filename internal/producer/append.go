@@ -136,6 +136,9 @@ func (a *Append) Check(h record.Header) (*BatchMetadata, error) {
 		if a.verify && !a.state.verified(h.ProducerID, a.guard) {
 			return a.fail(ErrInvalidTxnState, h, errUnverified(a.guard))
 		}
+		if a.verify && a.state.afterLowestVerified(h.ProducerID, h.ProducerEpoch, h.BaseSequence) {
+			return a.fail(ErrOutOfOrderSequence, h, "a lower sequence of the producer is being verified")
+		}
 		sp.txnStart = relOffset
 	case !h.IsTransactional() && (e.currentTxnFirstOffset >= 0 || sp.txnStart >= 0):
 		return a.fail(ErrInvalidTxnState, h, "a non-transactional batch in an open transaction")

@@ -17,7 +17,7 @@ import "fmt"
 // transaction only if the guard it verified with is still the
 // producer's:
 //
-//	under the append lock:  guard, needed := state.StartVerification(id, epoch, now)
+//	under the append lock:  guard, needed := state.StartVerification(id, epoch, seq, now)
 //	no lock held:           ask the coordinator (if needed)
 //	under the append lock:  a := state.BeginVerified(guard); a.Check(...)
 //	                        → ErrInvalidTxnState if the guard was cleared
@@ -30,11 +30,14 @@ import "fmt"
 // verifies nothing.
 type VerificationGuard uint64
 
-// verificationEntry is a producer's verification in progress.
+// verificationEntry is a producer's verification in progress, with the
+// lowest first sequence (of its latest epoch) verified: a batch after it
+// cannot open the transaction while it is retried.
 type verificationEntry struct {
-	guard   VerificationGuard
-	epoch   int16
-	startMs int64
+	guard     VerificationGuard
+	epoch     int16
+	lowestSeq int32
+	startMs   int64
 }
 
 // StartVerification is called under the append lock before a
@@ -44,19 +47,37 @@ type verificationEntry struct {
 // append that finds it ended since fails). Otherwise guard is the
 // producer's verification entry's, made now if it has none: concurrent
 // verifications of one producer share it, as in Kafka, and a marker or a
-// transactional batch of the producer clears it.
-func (s *PartitionState) StartVerification(producerID int64, epoch int16, nowMs int64) (guard VerificationGuard, needed bool) {
+// transactional batch of the producer clears it. The entry keeps the
+// lowest first sequence verified at the producer's latest epoch: a batch
+// with a higher one cannot open the transaction before it
+// (ErrOutOfOrderSequence), so that when a verification fails with a
+// retriable error, a later batch verified meanwhile does not go in first
+// and leave the retry out of order for good (Kafka's
+// maybeUpdateLowestSequenceAndEpoch).
+func (s *PartitionState) StartVerification(producerID int64, epoch int16, sequence int32, nowMs int64) (guard VerificationGuard, needed bool) {
 	if s.TxnOpen(producerID) {
 		return 0, false
 	}
 	v, ok := s.verifying[producerID]
-	if !ok {
+	switch {
+	case !ok:
 		s.lastGuard++
-		v = verificationEntry{guard: VerificationGuard(s.lastGuard), epoch: epoch, startMs: nowMs}
+		v = verificationEntry{guard: VerificationGuard(s.lastGuard), epoch: epoch, lowestSeq: sequence, startMs: nowMs}
+	case epoch > v.epoch:
+		v.epoch, v.lowestSeq = epoch, sequence
+	case epoch == v.epoch:
+		v.lowestSeq = min(v.lowestSeq, sequence)
 	}
-	v.epoch = max(v.epoch, epoch)
 	s.verifying[producerID] = v
 	return v.guard, true
+}
+
+// afterLowestVerified reports whether a batch at epoch with first
+// sequence seq comes after the lowest one being verified for the
+// producer.
+func (s *PartitionState) afterLowestVerified(producerID int64, epoch int16, seq int32) bool {
+	v, ok := s.verifying[producerID]
+	return ok && v.epoch == epoch && seq > v.lowestSeq
 }
 
 // BeginVerified opens the partition's Append, as Begin, for a produce

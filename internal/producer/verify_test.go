@@ -37,11 +37,11 @@ func TestVerificationGuard(t *testing.T) {
 
 	// No marker in between: the verified batch opens the transaction,
 	// which clears the guard.
-	g, needed := l.state.StartVerification(pid, 0, 1000)
+	g, needed := l.state.StartVerification(pid, 0, 0, 1000)
 	if !needed || g == 0 {
 		t.Fatalf("verification of a producer with no transaction open: guard %d, needed %v", g, needed)
 	}
-	if again, _ := l.state.StartVerification(pid, 0, 1001); again != g {
+	if again, _ := l.state.StartVerification(pid, 0, 0, 1001); again != g {
 		t.Fatalf("a second verification before the append: guard %d, want the same %d", again, g)
 	}
 	if err := l.produceVerified(g, txnal(batch(pid, 0, 0, 2))); err != nil {
@@ -52,7 +52,7 @@ func TestVerificationGuard(t *testing.T) {
 	}
 	// The transaction is open: later batches need no verification, and
 	// the zero guard will do for them.
-	if _, needed := l.state.StartVerification(pid, 0, 1002); needed {
+	if _, needed := l.state.StartVerification(pid, 0, 0, 1002); needed {
 		t.Fatal("verification needed with the transaction open")
 	}
 	if err := l.produceVerified(0, txnal(batch(pid, 0, 2, 1))); err != nil {
@@ -70,7 +70,7 @@ func TestVerificationGuard(t *testing.T) {
 	// starts, the coordinator answers that the partition is in the
 	// transaction, then the transaction is aborted and its marker lands
 	// here before the append.
-	g1, needed := l.state.StartVerification(pid, 1, 2000)
+	g1, needed := l.state.StartVerification(pid, 1, 0, 2000)
 	if !needed || g1 == g {
 		t.Fatalf("new verification: guard %d (old %d), needed %v", g1, g, needed)
 	}
@@ -85,7 +85,7 @@ func TestVerificationGuard(t *testing.T) {
 	}
 	// The client's retry verifies again, with a new guard; the stale one
 	// stays refused.
-	g2, _ := l.state.StartVerification(pid, 1, 2001)
+	g2, _ := l.state.StartVerification(pid, 1, 0, 2001)
 	if g2 == g1 {
 		t.Fatalf("the retry got the cleared guard %d again", g2)
 	}
@@ -96,6 +96,22 @@ func TestVerificationGuard(t *testing.T) {
 		t.Fatalf("retry with its own guard: %v", err)
 	}
 
+	// A producer new here: its first request's verification failed with
+	// a retriable error (nothing appended) and its second, pipelined
+	// behind it, is verified meanwhile. The second cannot open the
+	// transaction before the first is retried, or the retry would be out
+	// of order for good.
+	g5, _ := l.state.StartVerification(20, 0, 0, 4000)
+	if g6, _ := l.state.StartVerification(20, 0, 5, 4001); g6 != g5 {
+		t.Fatalf("second verification of producer 20: guard %d, want %d", g6, g5)
+	}
+	if err := l.produceVerified(g5, txnal(batch(20, 0, 5, 1))); !errors.Is(err, ErrOutOfOrderSequence) {
+		t.Fatalf("a batch after the lowest one verified: %v, want ErrOutOfOrderSequence", err)
+	}
+	if err := l.produceVerified(g5, txnal(batch(20, 0, 0, 5)), txnal(batch(20, 0, 5, 1))); err != nil {
+		t.Fatalf("the retry in order: %v", err)
+	}
+
 	// Without BeginVerified (coordinator writes, replay) nothing is
 	// checked, as before.
 	if _, _, err := l.produce(txnal(batch(9, 0, 0, 1))); err != nil {
@@ -104,12 +120,12 @@ func TestVerificationGuard(t *testing.T) {
 
 	// A verification never completed expires with the producers; Reset
 	// forgets all of them.
-	g3, _ := l.state.StartVerification(11, 0, 3000)
+	g3, _ := l.state.StartVerification(11, 0, 0, 3000)
 	l.state.Expire(3000+DefaultExpirationMs, DefaultExpirationMs)
 	if err := l.produceVerified(g3, txnal(batch(11, 0, 0, 1))); !errors.Is(err, ErrInvalidTxnState) {
 		t.Fatalf("expired guard: %v", err)
 	}
-	g4, _ := l.state.StartVerification(12, 0, 3000)
+	g4, _ := l.state.StartVerification(12, 0, 0, 3000)
 	l.state.Reset()
 	if err := l.produceVerified(g4, txnal(batch(12, 0, 0, 1))); !errors.Is(err, ErrInvalidTxnState) {
 		t.Fatalf("guard after Reset: %v", err)

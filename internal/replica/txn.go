@@ -159,6 +159,6 @@ func (p *Partition) StartTxnVerification(records []byte) (producerID int64, epoc
 	}
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
-	guard, needed = p.producers.StartVerification(h.ProducerID, h.ProducerEpoch, p.nowMs())
+	guard, needed = p.producers.StartVerification(h.ProducerID, h.ProducerEpoch, h.BaseSequence, p.nowMs())
 	return h.ProducerID, h.ProducerEpoch, guard, needed
 }
