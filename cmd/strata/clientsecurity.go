@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"github.com/strata-io/strata/internal/auth"
 	"github.com/strata-io/strata/internal/config"
 )
 
@@ -25,20 +26,25 @@ type securityOptions struct {
 	caFile        string
 	certFile      string
 	keyFile       string
+	keyPassword   string
 	mechanism     string
 	username      string
 	password      string
 }
 
-const envSASLPassword = "STRATA_SASL_PASSWORD"
+const (
+	envSASLPassword   = "STRATA_SASL_PASSWORD"
+	envTLSKeyPassword = "STRATA_TLS_KEY_PASSWORD"
+)
 
 func (s *securityOptions) addFlags(cmd *cobra.Command) {
 	f := cmd.PersistentFlags()
-	f.StringVar(&s.commandConfig, "command-config", "", "a client properties file (security.protocol, ssl.truststore.location, ssl.keystore.location, sasl.mechanism, sasl.username, sasl.password) as Kafka's tools take")
+	f.StringVar(&s.commandConfig, "command-config", "", "a client properties file (security.protocol, ssl.truststore.location, ssl.keystore.location, ssl.key.password, sasl.mechanism, sasl.username, sasl.password) as Kafka's tools take")
 	f.StringVar(&s.protocol, "security-protocol", "", "PLAINTEXT (default), SSL, SASL_PLAINTEXT or SASL_SSL")
 	f.StringVar(&s.caFile, "tls-ca", "", "PEM file of the CA certificates that the brokers' certificates must chain to (system roots when unset)")
 	f.StringVar(&s.certFile, "tls-cert", "", "PEM client certificate, for listeners with ssl.client.auth")
-	f.StringVar(&s.keyFile, "tls-key", "", "PEM private key of --tls-cert")
+	f.StringVar(&s.keyFile, "tls-key", "", "PEM private key of --tls-cert (PKCS#8, PKCS#1 or SEC 1; or encrypted PKCS#8 with --tls-key-password)")
+	f.StringVar(&s.keyPassword, "tls-key-password", "", "the password of an encrypted --tls-key, as Kafka's ssl.key.password (default from $"+envTLSKeyPassword+")")
 	f.StringVar(&s.mechanism, "sasl-mechanism", "", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
 	f.StringVar(&s.username, "sasl-username", "", "SASL user name")
 	f.StringVar(&s.password, "sasl-password", "", "SASL password (default from $"+envSASLPassword+")")
@@ -54,6 +60,9 @@ func (s *securityOptions) opts() ([]kgo.Opt, error) {
 	}
 	if s.password == "" {
 		s.password = os.Getenv(envSASLPassword)
+	}
+	if s.keyPassword == "" {
+		s.keyPassword = os.Getenv(envTLSKeyPassword)
 	}
 	protocol := strings.ToUpper(s.protocol)
 	if protocol == "" {
@@ -88,7 +97,15 @@ func (s *securityOptions) opts() ([]kgo.Opt, error) {
 			if key == "" {
 				key = s.certFile // a PEM key store with both
 			}
-			cert, err := tls.LoadX509KeyPair(s.certFile, key)
+			chainPEM, err := os.ReadFile(s.certFile)
+			if err != nil {
+				return nil, fmt.Errorf("--tls-cert: %w", err)
+			}
+			keyPEM, err := os.ReadFile(key)
+			if err != nil {
+				return nil, fmt.Errorf("--tls-key: %w", err)
+			}
+			cert, err := auth.KeyPair(chainPEM, keyPEM, s.keyPassword)
 			if err != nil {
 				return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
 			}
@@ -143,6 +160,8 @@ func (s *securityOptions) readCommandConfig() error {
 			set(&s.certFile, kv[1])
 		case "ssl.key.location":
 			set(&s.keyFile, kv[1])
+		case "ssl.key.password":
+			set(&s.keyPassword, kv[1])
 		case "sasl.mechanism", "sasl.mechanisms":
 			set(&s.mechanism, kv[1])
 		case "sasl.username":

@@ -2,14 +2,17 @@ package main
 
 import (
 	"context"
+	"crypto/x509/pkix"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/strata-io/strata"
+	"github.com/strata-io/strata/internal/testutil/tlstest"
 )
 
 // TestUserAndACLCommands drives strata user and strata acl, over SASL,
@@ -111,4 +114,63 @@ func TestQuotaCommands(t *testing.T) {
 	}
 	fails(t, "name an entity", "quota", "alter", "--set", "producer_byte_rate=1", "--brokers", brokerAddr)
 	fails(t, "want key=number", "quota", "alter", "--client-id", "x", "--set", "producer_byte_rate", "--brokers", brokerAddr)
+}
+
+// TestCLIEncryptedClientKey drives the CLI over mutual TLS with a client
+// key encrypted by openssl (PKCS#8, AES-256-CBC), its password given as
+// Kafka's tools take it: ssl.key.password in --command-config.
+func TestCLIEncryptedClientKey(t *testing.T) {
+	if _, err := exec.LookPath("openssl"); err != nil {
+		t.Skip("openssl is not installed")
+	}
+	dir := t.TempDir()
+	ca := tlstest.NewCA(t, "cli-ca")
+	caFile := ca.Write(t, dir, "ca")
+	server := ca.Server(t, "broker").Write(t, dir, "server")
+	client := ca.Client(t, pkix.Name{CommonName: "cli"}).Write(t, dir, "client")
+	const password = "cli key password"
+	enc, err := exec.Command("openssl", "pkcs8", "-topk8", "-in", client.Key, "-v2", "aes-256-cbc", "-passout", "pass:"+password).Output()
+	if err != nil {
+		t.Fatalf("openssl pkcs8: %v", err)
+	}
+	encKey := filepath.Join(dir, "client-enc.key")
+	if err := os.WriteFile(encKey, enc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sslAddr := ln.Addr().String()
+	ln.Close()
+	n, err := strata.Start(strata.Options{Dir: t.TempDir(), Settings: map[string]string{
+		"listeners":               "PLAINTEXT://127.0.0.1:0,SSL://" + sslAddr,
+		"ssl.keystore.type":       "PEM",
+		"ssl.keystore.location":   server.Keystore,
+		"ssl.truststore.type":     "PEM",
+		"ssl.truststore.location": caFile,
+		"ssl.client.auth":         "required",
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	props := func(keyPassword string) string {
+		p := filepath.Join(t.TempDir(), "client.properties")
+		body := "security.protocol=SSL\nssl.truststore.location=" + caFile + "\nssl.certificate.location=" + client.Cert +
+			"\nssl.key.location=" + encKey + "\nssl.key.password=" + keyPassword + "\n"
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if r := execute(ctx, "", "topic", "create", "over-mtls", "--brokers", sslAddr, "--command-config", props(password)); r.code != 0 {
+		t.Fatalf("topic create over mTLS with an encrypted key: exit %d: %s", r.code, r.stderr)
+	}
+	r := execute(ctx, "", "topic", "list", "--brokers", sslAddr, "--command-config", props("wrong"))
+	if r.code == 0 || !strings.Contains(r.stderr, "ssl.key.password does not decrypt") {
+		t.Fatalf("a wrong ssl.key.password: exit %d: %s", r.code, r.stderr)
+	}
 }

@@ -151,7 +151,7 @@ func (st *TLSStore) load() (*tls.Config, error) {
 		chainPEM, keyPEM = data, data
 	}
 	if len(chainPEM) > 0 || len(keyPEM) > 0 {
-		cert, err := keyPair(chainPEM, keyPEM, s.KeyPassword)
+		cert, err := KeyPair(chainPEM, keyPEM, s.KeyPassword)
 		if err != nil {
 			return nil, err
 		}
@@ -175,9 +175,12 @@ func (st *TLSStore) load() (*tls.Config, error) {
 	return cfg, nil
 }
 
-// keyPair parses a certificate chain and a private key, decrypting an
-// encrypted PKCS#8 key with password.
-func keyPair(chainPEM, keyPEM []byte, password string) (tls.Certificate, error) {
+// KeyPair parses a PEM certificate chain and private key as Kafka's PEM
+// key store does: an encrypted PKCS#8 key ("ENCRYPTED PRIVATE KEY") is
+// decrypted with password (ssl.key.password), which must be set exactly
+// when the key is encrypted. chainPEM and keyPEM may be the same bytes (a
+// key store file holding both).
+func KeyPair(chainPEM, keyPEM []byte, password string) (tls.Certificate, error) {
 	var (
 		encrypted, plain *pem.Block
 		keys             int
