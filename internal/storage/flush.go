@@ -121,9 +121,6 @@ func (l *Log) flushLocked() error {
 			return l.fail("syncing segment "+segmentName(s.baseOffset), err)
 		}
 	}
-	if err := l.syncTxnIndexes(); err != nil {
-		return l.fail("syncing a transaction index", err)
-	}
 	if syncDir {
 		if err := vfs.SyncDir(l.fs, dir); err != nil {
 			return l.fail("syncing directory", err)
@@ -134,8 +131,8 @@ func (l *Log) flushLocked() error {
 			return l.fail("syncing the data directory", err)
 		}
 	}
-	if target > recoveryPoint {
-		l.recoveryPoint.Store(target)
+	if err := l.commitRecoveryPoint(recoveryPoint, target); err != nil {
+		return err
 	}
 	l.lastFlushMs.Store(l.now().UnixMilli())
 	return nil

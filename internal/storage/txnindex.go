@@ -109,19 +109,18 @@ func (l *Log) AppendAbortedTxn(t AbortedTxn) error {
 	if l.txnFiles == nil {
 		l.txnFiles = map[int64][]AbortedTxn{}
 	}
-	if len(l.txnFiles[base]) == 0 {
-		// A new file: its name is durable once the directory is synced.
-		l.unflushedDir.Store(true)
-	}
+	// A new file's name is durable once the directory is synced.
+	created := len(l.txnFiles[base]) == 0
 	l.txnFiles[base] = append(l.txnFiles[base], t)
 	if l.txnUnsynced == nil {
 		l.txnUnsynced = map[int64]bool{}
 	}
-	l.txnUnsynced[base] = true
+	l.txnUnsynced[base] = l.txnUnsynced[base] || created
 	l.rebuildAbortedLocked()
 	if t.LastOffset < l.recoveryPoint.Load() {
-		// A flush round that did not see the entry moved the recovery
-		// point past its marker: sync it now, not at the next round.
+		// A flush round moved the recovery point past the marker before
+		// the entry was noted (commitRecoveryPoint): sync it now, not at
+		// the next round.
 		delete(l.txnUnsynced, base)
 		if err := l.syncTxnIndex(base); err != nil {
 			return l.fail("syncing a transaction index", err)
@@ -133,23 +132,40 @@ func (l *Log) AppendAbortedTxn(t AbortedTxn) error {
 	return nil
 }
 
-// syncTxnIndexes syncs the .txnindex files written since the last call.
-// Flush calls it after reading the log end it flushes to: an entry is
-// written before its segment can roll, so once a flush moves the recovery
-// point past a segment, that segment's entries are durable, and recovery
-// need only rebuild the entries of the segments it recovers, as Kafka's
-// LogSegment.flush syncs its txnIndex. l.flushMu must be held.
-func (l *Log) syncTxnIndexes() error {
-	l.txnMu.Lock()
-	bases := l.txnUnsynced
-	l.txnUnsynced = nil
-	l.txnMu.Unlock()
-	for base := range bases {
-		if err := l.syncTxnIndex(base); err != nil {
-			return err
+// commitRecoveryPoint syncs the .txnindex files written to, then
+// advances the recovery point from recoveryPoint to target (Flush's last
+// step), under txnMu once no file is left to sync: an entry
+// AppendAbortedTxn notes meanwhile is either synced here or sees the new
+// recovery point and syncs itself. So every entry whose marker is below
+// the recovery point is durable, and recovery need only rebuild the
+// entries of the segments it recovers, as Kafka's LogSegment.flush syncs
+// its txnIndex. l.flushMu must be held.
+func (l *Log) commitRecoveryPoint(recoveryPoint, target int64) error {
+	for {
+		l.txnMu.Lock()
+		pending := l.txnUnsynced
+		l.txnUnsynced = nil
+		if len(pending) == 0 {
+			if target > recoveryPoint {
+				l.recoveryPoint.Store(target)
+			}
+			l.txnMu.Unlock()
+			return nil
+		}
+		l.txnMu.Unlock()
+		created := false
+		for base, isNew := range pending {
+			if err := l.syncTxnIndex(base); err != nil {
+				return l.fail("syncing a transaction index", err)
+			}
+			created = created || isNew
+		}
+		if created {
+			if err := vfs.SyncDir(l.fs, l.Dir()); err != nil {
+				return l.fail("syncing directory", err)
+			}
 		}
 	}
-	return nil
 }
 
 func (l *Log) syncTxnIndex(base int64) error {
