@@ -78,7 +78,8 @@ type Log struct {
 	txnFiles map[int64][]AbortedTxn
 	aborted  []AbortedTxn
 	// txnUnsynced are the .txnindex files (by base offset) written since
-	// the last flush; txnMu guards it.
+	// the last flush, true for one created since (its directory entry
+	// needs a sync too); txnMu guards it.
 	txnUnsynced map[int64]bool
 	// txnSuspectFrom is where the aborted-transaction index stops being
 	// trusted after open (TxnIndexSuspectFrom); set by load, then only
