@@ -88,7 +88,7 @@ func cli(t *testing.T, stdin string, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if !slices.Contains(args, "--brokers") && slices.Contains([]string{"topic", "group", "txn", "cluster", "bench", "verify"}, args[0]) {
+	if !slices.Contains(args, "--brokers") && slices.Contains([]string{"topic", "group", "txn", "feature", "cluster", "bench", "verify"}, args[0]) {
 		args = append(args, "--brokers", brokerAddr)
 	}
 	return execute(ctx, stdin, args...)

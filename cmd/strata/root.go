@@ -35,6 +35,7 @@ func rootCommand() *cobra.Command {
 	root.AddCommand(topicCommand())
 	root.AddCommand(groupCommand())
 	root.AddCommand(txnCommand())
+	root.AddCommand(featureCommand())
 	root.AddCommand(clusterCommand())
 	root.AddCommand(benchCommand())
 	root.AddCommand(verifyCommand())
