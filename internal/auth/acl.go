@@ -227,20 +227,23 @@ func (az *Authorizer) AllowsAny(p Principal, host string, op int8, resourceType 
 	if t == nil {
 		return az.allowIfNoAclsFound
 	}
-	matches := func(a Acl) bool {
-		return (a.Principal == p.String() || a.Principal == p.Type+":"+Wildcard) && (a.Host == Wildcard || a.Host == host)
+	principal, wildcard := p.String(), p.Type+":"+Wildcard // once: this walks every ACL of the type
+	matches := func(a *Acl) bool {
+		return (a.Principal == principal || a.Principal == wildcard) && (a.Host == Wildcard || a.Host == host)
 	}
 	// A DENY on every resource of the type (the literal wildcard, or the
 	// empty prefix) leaves nothing allowed.
-	for _, a := range append(append([]Acl{}, t.literal[Wildcard]...), t.prefixed[""]...) {
-		if a.Permission == PermissionDeny && matches(a) && implies(a.Operation, op, false) {
-			return false
+	for _, acls := range [][]Acl{t.literal[Wildcard], t.prefixed[""]} {
+		for i := range acls {
+			if a := &acls[i]; a.Permission == PermissionDeny && matches(a) && implies(a.Operation, op, false) {
+				return false
+			}
 		}
 	}
 	for _, group := range []map[string][]Acl{t.literal, t.prefixed} {
 		for _, acls := range group {
-			for _, a := range acls {
-				if a.Permission == PermissionAllow && matches(a) && implies(a.Operation, op, true) {
+			for i := range acls {
+				if a := &acls[i]; a.Permission == PermissionAllow && matches(a) && implies(a.Operation, op, true) {
 					return true
 				}
 			}

@@ -54,6 +54,38 @@ func TestAuthorizer(t *testing.T) {
 	}
 }
 
+// AllowsAny is KIP-679's "WRITE on some topic": any ALLOW that matches the
+// principal and host and implies the operation, unless a DENY covers every
+// topic.
+func TestAllowsAny(t *testing.T) {
+	alice, bob := User("alice"), User("bob")
+	allowWrite := Acl{ResourceTopic, "logs-", PatternPrefixed, "User:alice", "*", OpWrite, PermissionAllow}
+	for _, tc := range []struct {
+		name  string
+		acls  []Acl
+		p     Principal
+		host  string
+		allow bool
+	}{
+		{"a prefixed ALLOW", []Acl{allowWrite}, alice, "10.0.0.1", true},
+		{"another principal's", []Acl{allowWrite}, bob, "10.0.0.1", false},
+		{"READ only", []Acl{{ResourceTopic, "t", PatternLiteral, "User:alice", "*", OpRead, PermissionAllow}}, alice, "10.0.0.1", false},
+		{"ALL implies WRITE", []Acl{{ResourceTopic, "t", PatternLiteral, "User:alice", "*", OpAll, PermissionAllow}}, alice, "10.0.0.1", true},
+		{"User:*", []Acl{{ResourceTopic, "t", PatternLiteral, "User:*", "*", OpWrite, PermissionAllow}}, bob, "10.0.0.1", true},
+		{"another host", []Acl{{ResourceTopic, "t", PatternLiteral, "User:alice", "10.0.0.2", OpWrite, PermissionAllow}}, alice, "10.0.0.1", false},
+		{"a DENY on the literal *", []Acl{allowWrite, {ResourceTopic, "*", PatternLiteral, "User:alice", "*", OpWrite, PermissionDeny}}, alice, "10.0.0.1", false},
+		{"a DENY on the empty prefix", []Acl{allowWrite, {ResourceTopic, "", PatternPrefixed, "User:*", "*", OpAll, PermissionDeny}}, alice, "10.0.0.1", false},
+		{"a DENY on one topic", []Acl{allowWrite, {ResourceTopic, "t", PatternLiteral, "User:alice", "*", OpWrite, PermissionDeny}}, alice, "10.0.0.1", true},
+		{"no topic ACLs", []Acl{{ResourceGroup, "g", PatternLiteral, "User:alice", "*", OpAll, PermissionAllow}}, alice, "10.0.0.1", false},
+		{"a super user", nil, User("admin"), "10.0.0.1", true},
+	} {
+		az := NewAuthorizer(tc.acls, []string{"User:admin"}, false)
+		if got := az.AllowsAny(tc.p, tc.host, OpWrite, ResourceTopic); got != tc.allow {
+			t.Errorf("%s: AllowsAny = %v, want %v", tc.name, got, tc.allow)
+		}
+	}
+}
+
 func TestFilter(t *testing.T) {
 	a := Acl{ResourceTopic, "logs-", PatternPrefixed, "User:alice", "*", OpWrite, PermissionAllow}
 	name, other, alice := "logs-app", "x", "User:alice"
@@ -89,5 +121,23 @@ func BenchmarkAuthorize10k(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		az.Authorize(p, "127.0.0.1", OpRead, ResourceTopic, "topic-4242")
+	}
+}
+
+// BenchmarkAllowsAny10k is KIP-679's check for an idempotent producer
+// without IDEMPOTENT_WRITE on the cluster (InitProducerID) with 10,000
+// ACLs, none of which lets the principal write.
+func BenchmarkAllowsAny10k(b *testing.B) {
+	var acls []Acl
+	for i := range 10_000 {
+		acls = append(acls, Acl{ResourceTopic, fmt.Sprintf("topic-%d", i), PatternLiteral, fmt.Sprintf("User:u%d", i%100), "*", OpRead, PermissionAllow})
+	}
+	az := NewAuthorizer(acls, nil, false)
+	p := User("u42")
+	b.ReportAllocs()
+	for b.Loop() {
+		if az.AllowsAny(p, "127.0.0.1", OpWrite, ResourceTopic) {
+			b.Fatal("allowed")
+		}
 	}
 }
