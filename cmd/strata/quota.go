@@ -21,10 +21,11 @@ func quotaCommand() *cobra.Command {
 }
 
 // quotaEntityFlags name an entity as kafka-configs does: --user and
-// --client-id with a name, or --user-default / --client-default.
+// --client-id with a name, or --user-default / --client-default; or --ip
+// / --ip-default alone.
 type quotaEntityFlags struct {
-	user, clientID             string
-	userDefault, clientDefault bool
+	user, clientID, ip                    string
+	userDefault, clientDefault, ipDefault bool
 }
 
 func (f *quotaEntityFlags) add(cmd *cobra.Command) {
@@ -32,6 +33,8 @@ func (f *quotaEntityFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.clientID, "client-id", "", "the client id the quota applies to")
 	cmd.Flags().BoolVar(&f.userDefault, "user-default", false, "the default for users without a quota of their own")
 	cmd.Flags().BoolVar(&f.clientDefault, "client-default", false, "the default for client ids without a quota of their own")
+	cmd.Flags().StringVar(&f.ip, "ip", "", "the client IP address the quota (connection_creation_rate) applies to")
+	cmd.Flags().BoolVar(&f.ipDefault, "ip-default", false, "the default for IP addresses without a quota of their own")
 }
 
 func (f *quotaEntityFlags) entity() (kadm.ClientQuotaEntity, error) {
@@ -54,6 +57,17 @@ func (f *quotaEntityFlags) entity() (kadm.ClientQuotaEntity, error) {
 	case f.clientDefault:
 		e = append(e, kadm.ClientQuotaEntityComponent{Type: "client-id"})
 	}
+	switch {
+	case f.ip != "" && f.ipDefault:
+		return nil, errors.New("give --ip or --ip-default, not both")
+	case (f.ip != "" || f.ipDefault) && len(e) > 0:
+		return nil, errors.New("an IP's quota stands alone: give --ip or --ip-default without --user or --client-id")
+	case f.ip != "":
+		ip := f.ip
+		e = append(e, kadm.ClientQuotaEntityComponent{Type: "ip", Name: &ip})
+	case f.ipDefault:
+		e = append(e, kadm.ClientQuotaEntityComponent{Type: "ip"})
+	}
 	return e, nil
 }
 
@@ -62,10 +76,11 @@ func quotaAlterCommand(o *clientOptions) *cobra.Command {
 	var sets, removes []string
 	cmd := &cobra.Command{
 		Use:   "alter",
-		Short: "Set or remove quotas of a user, a client id, or both",
+		Short: "Set or remove quotas of a user, a client id, both, or an IP address",
 		Example: `  strata quota alter --client-id batch-loader --set producer_byte_rate=1048576
   strata quota alter --user alice --client-default --set consumer_byte_rate=5242880
-  strata quota alter --client-id batch-loader --remove producer_byte_rate`,
+  strata quota alter --client-id batch-loader --remove producer_byte_rate
+  strata quota alter --ip-default --set connection_creation_rate=50`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			entity, err := ef.entity()
@@ -73,7 +88,7 @@ func quotaAlterCommand(o *clientOptions) *cobra.Command {
 				return err
 			}
 			if len(entity) == 0 {
-				return errors.New("name an entity: --user, --user-default, --client-id or --client-default")
+				return errors.New("name an entity: --user, --user-default, --client-id, --client-default, --ip or --ip-default")
 			}
 			var ops []kadm.AlterClientQuotaOp
 			for _, s := range sets {
@@ -109,7 +124,7 @@ func quotaAlterCommand(o *clientOptions) *cobra.Command {
 		},
 	}
 	ef.add(cmd)
-	cmd.Flags().StringSliceVar(&sets, "set", nil, "key=value: producer_byte_rate, consumer_byte_rate (bytes a second), request_percentage")
+	cmd.Flags().StringSliceVar(&sets, "set", nil, "key=value: producer_byte_rate, consumer_byte_rate (bytes a second), request_percentage (of one handler thread); connection_creation_rate (connections a second) for --ip")
 	cmd.Flags().StringSliceVar(&removes, "remove", nil, "quota keys to remove")
 	return cmd
 }
@@ -159,6 +174,11 @@ func quotaDescribeCommand(o *clientOptions) *cobra.Command {
 					return o.requestError("describing quotas", err)
 				}
 				described = append(described, more...)
+				ips, err := adm.DescribeClientQuotas(ctx, true, []kadm.DescribeClientQuotaComponent{{Type: "ip", MatchType: 2}})
+				if err != nil {
+					return o.requestError("describing quotas", err)
+				}
+				described = append(described, ips...)
 			}
 			entries := []quotaEntry{}
 			for _, d := range described {

@@ -112,6 +112,18 @@ func TestQuotaCommands(t *testing.T) {
 	if out := ok(t, "", "quota", "describe", "--brokers", brokerAddr); strings.Contains(out, "loader") {
 		t.Fatalf("removed quota still described:\n%s", out)
 	}
+	// An IP's connection_creation_rate (an address no test connects from).
+	ok(t, "", "quota", "alter", "--ip", "10.1.2.3", "--set", "connection_creation_rate=50", "--brokers", brokerAddr)
+	if out := ok(t, "", "quota", "describe", "--brokers", brokerAddr); !strings.Contains(out, "ip=10.1.2.3") || !strings.Contains(out, "connection_creation_rate") {
+		t.Fatalf("quota describe lacks the ip quota:\n%s", out)
+	}
+	fails(t, "INVALID_REQUEST", "quota", "alter", "--client-id", "x", "--set", "connection_creation_rate=5", "--brokers", brokerAddr)
+	fails(t, "INVALID_REQUEST", "quota", "alter", "--ip", "10.1.2.3", "--set", "producer_byte_rate=5", "--brokers", brokerAddr)
+	fails(t, "stands alone", "quota", "alter", "--ip", "10.1.2.3", "--user", "u", "--set", "connection_creation_rate=5", "--brokers", brokerAddr)
+	ok(t, "", "quota", "alter", "--ip", "10.1.2.3", "--remove", "connection_creation_rate", "--brokers", brokerAddr)
+	if out := ok(t, "", "quota", "describe", "--brokers", brokerAddr); strings.Contains(out, "10.1.2.3") {
+		t.Fatalf("removed ip quota still described:\n%s", out)
+	}
 	fails(t, "name an entity", "quota", "alter", "--set", "producer_byte_rate=1", "--brokers", brokerAddr)
 	fails(t, "want key=number", "quota", "alter", "--client-id", "x", "--set", "producer_byte_rate", "--brokers", brokerAddr)
 }

@@ -323,6 +323,7 @@ func New(opts Options) (*Broker, error) {
 		MaxQueuedRequestBytes: cfg.Int("queued.max.request.bytes"),
 		MaxConnections:        int(cfg.Int("max.connections")),
 		MaxConnectionsPerIP:   int(cfg.Int("max.connections.per.ip")),
+		ConnectionThrottle:    b.connectionThrottle,
 		Logger:                b.logger,
 		Observe:               b.observe,
 	})

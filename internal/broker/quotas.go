@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
+	"net"
 	"slices"
 	"time"
 
@@ -19,8 +21,17 @@ import (
 // DescribeClientQuotas: v0-1, from the metadata image. AlterClientQuotas:
 // v0-1, forwarded to the active controller, which writes ClientQuota
 // records; every node applies them. Entity types user and client-id, keys
-// producer_byte_rate, consumer_byte_rate and request_percentage. Describing
-// needs DESCRIBE_CONFIGS on the cluster, altering ALTER_CONFIGS (authz.go).
+// producer_byte_rate, consumer_byte_rate and request_percentage; entity
+// type ip (alone, a literal address or the default), key
+// connection_creation_rate (an integer), as Kafka's QuotaConfigs has them.
+// Describing needs DESCRIBE_CONFIGS on the cluster, altering ALTER_CONFIGS
+// (authz.go).
+//
+// connection_creation_rate is enforced at accept, on the client listeners
+// (KIP-612's per-IP rate, as Kafka's ConnectionQuotas does it): a new
+// connection counts against its address's ip entity, or the default ip
+// entity's rate for that address; over the quota it is held unread for
+// the time that brings the rate back (at most one window) and closed.
 //
 // Enforcement is Kafka's: a produce request's size, the bytes a consumer's
 // fetch response carries, and the time any request spends in Handle (the
@@ -44,7 +55,12 @@ func init() {
 	registerAdmin(kmsg.AlterClientQuotas.Int16(), 0, 1, (*Broker).handleAlterClientQuotas)
 }
 
-var quotaKeys = []string{quota.ProducerByteRate, quota.ConsumerByteRate, quota.RequestPercentage}
+// quotaKeys are the keys of user and client-id entities, ipQuotaKeys
+// those of ip entities, as Kafka's QuotaConfigs has them.
+var (
+	quotaKeys   = []string{quota.ProducerByteRate, quota.ConsumerByteRate, quota.RequestPercentage}
+	ipQuotaKeys = []string{quota.ConnectionCreationRate}
+)
 
 // entityOf reads a request's entity components.
 func entityOf(types []string, names []*string) (metadata.QuotaEntity, error) {
@@ -68,12 +84,27 @@ func entityOf(types []string, names []*string) (metadata.QuotaEntity, error) {
 			if name != nil {
 				e.ClientID = *name
 			}
+		case "ip":
+			if e.HasIP {
+				return e, fmt.Errorf("%w: ip given twice", kerr.InvalidRequest)
+			}
+			e.HasIP, e.IPDefault = true, name == nil
+			if name != nil {
+				ip := net.ParseIP(*name)
+				if ip == nil {
+					return e, fmt.Errorf("%w: ip %q is not an IP address", kerr.InvalidRequest, *name)
+				}
+				e.IP = ip.String()
+			}
 		default:
-			return e, fmt.Errorf("%w: entity type %q (user, client-id)", kerr.InvalidRequest, typ)
+			return e, fmt.Errorf("%w: entity type %q (user, client-id, ip)", kerr.InvalidRequest, typ)
 		}
 	}
-	if !e.HasUser && !e.HasClient {
+	switch {
+	case !e.HasUser && !e.HasClient && !e.HasIP:
 		return e, fmt.Errorf("%w: empty entity", kerr.InvalidRequest)
+	case e.HasIP && (e.HasUser || e.HasClient):
+		return e, fmt.Errorf("%w: an ip entity cannot be combined with user or client-id", kerr.InvalidRequest)
 	}
 	return e, nil
 }
@@ -106,9 +137,13 @@ func (b *Broker) alterQuotaEntry(ctx context.Context, types []string, names []*s
 		return err
 	}
 	var changes []controller.QuotaChange
+	keys := quotaKeys
+	if entity.HasIP {
+		keys = ipQuotaKeys
+	}
 	for _, op := range ops {
-		if !slices.Contains(quotaKeys, op.Key) {
-			return fmt.Errorf("%w: quota key %q (%v)", kerr.InvalidRequest, op.Key, quotaKeys)
+		if !slices.Contains(keys, op.Key) {
+			return fmt.Errorf("%w: quota key %q for entity %s (%v)", kerr.InvalidRequest, op.Key, entity, keys)
 		}
 		if op.Remove {
 			changes = append(changes, controller.QuotaChange{Key: op.Key})
@@ -116,6 +151,9 @@ func (b *Broker) alterQuotaEntry(ctx context.Context, types []string, names []*s
 		}
 		if op.Value <= 0 {
 			return fmt.Errorf("%w: %s must be positive", kerr.InvalidRequest, op.Key)
+		}
+		if op.Key == quota.ConnectionCreationRate && op.Value != math.Trunc(op.Value) {
+			return fmt.Errorf("%w: %s must be an integer", kerr.InvalidRequest, op.Key)
 		}
 		v := op.Value
 		changes = append(changes, controller.QuotaChange{Key: op.Key, Value: &v})
@@ -137,9 +175,9 @@ func (b *Broker) handleDescribeClientQuotas(_ context.Context, _ *wire.Conn, req
 		return 0
 	})
 	for _, c := range r.Components {
-		if c.EntityType != "user" && c.EntityType != "client-id" {
+		if c.EntityType != "user" && c.EntityType != "client-id" && c.EntityType != "ip" {
 			resp.ErrorCode = kerr.InvalidRequest.Code
-			msg := fmt.Sprintf("entity type %q (user, client-id)", c.EntityType)
+			msg := fmt.Sprintf("entity type %q (user, client-id, ip)", c.EntityType)
 			resp.ErrorMessage = &msg
 			return respond(resp)
 		}
@@ -164,6 +202,9 @@ func (b *Broker) handleDescribeClientQuotas(_ context.Context, _ *wire.Conn, req
 		if e.HasClient {
 			add("client-id", e.ClientDefault, e.ClientID)
 		}
+		if e.HasIP {
+			add("ip", e.IPDefault, e.IP)
+		}
 		for _, k := range slices.Sorted(maps.Keys(img.ClientQuotas[e])) {
 			v := kmsg.NewDescribeClientQuotasResponseEntryValue()
 			v.Key, v.Value = k, img.ClientQuotas[e][k]
@@ -178,13 +219,23 @@ func (b *Broker) handleDescribeClientQuotas(_ context.Context, _ *wire.Conn, req
 // matches an exact name (0), the default (1) or any entity of its type
 // (2); with strict, the entity has no other types.
 func quotaMatches(e metadata.QuotaEntity, components []kmsg.DescribeClientQuotasRequestComponent, strict bool) bool {
-	seenUser, seenClient := false, false
+	seenUser, seenClient, seenIP := false, false, false
 	for _, c := range components {
 		has, def, name := e.HasUser, e.UserDefault, e.User
-		if c.EntityType == "client-id" {
+		switch c.EntityType {
+		case "client-id":
 			has, def, name = e.HasClient, e.ClientDefault, e.ClientID
 			seenClient = true
-		} else {
+		case "ip":
+			has, def, name = e.HasIP, e.IPDefault, e.IP
+			seenIP = true
+			if c.Match != nil {
+				if ip := net.ParseIP(*c.Match); ip != nil {
+					m := ip.String()
+					c.Match = &m
+				}
+			}
+		default:
 			seenUser = true
 		}
 		if !has {
@@ -201,7 +252,7 @@ func quotaMatches(e metadata.QuotaEntity, components []kmsg.DescribeClientQuotas
 			}
 		}
 	}
-	if strict && ((e.HasUser && !seenUser) || (e.HasClient && !seenClient)) {
+	if strict && ((e.HasUser && !seenUser) || (e.HasClient && !seenClient) || (e.HasIP && !seenIP)) {
 		return false
 	}
 	return true
@@ -278,6 +329,24 @@ func (b *Broker) requestQuotaExempt(s *session, req *wire.Request) bool {
 		interBroker = r.Version >= 4
 	}
 	return interBroker && b.mayClusterAction(s.principal, s.host)
+}
+
+// connectionThrottle is wire's Config.ConnectionThrottle: a new
+// connection from ip counts against the connection_creation_rate of its
+// ip entity, or of the default ip entity (each IP its own rate), as
+// Kafka's ConnectionQuotas resolves it.
+func (b *Broker) connectionThrottle(ip string) time.Duration {
+	img := b.image.Load()
+	if img == nil || len(img.ClientQuotas) == 0 {
+		return 0
+	}
+	limit, ok := img.ClientQuotas[metadata.QuotaEntity{HasIP: true, IP: ip}][quota.ConnectionCreationRate]
+	if !ok {
+		if limit, ok = img.ClientQuotas[metadata.QuotaEntity{HasIP: true, IPDefault: true}][quota.ConnectionCreationRate]; !ok {
+			return 0
+		}
+	}
+	return b.quotas.RecordConnection(ip, limit, time.Now())
 }
 
 // enforceQuota counts a produce or consumer fetch against its quota and,

@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"context"
+	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -204,6 +206,58 @@ func TestRequestQuotaExempt(t *testing.T) {
 		req := &wire.Request{Key: c.req.Key(), Version: c.req.GetVersion(), Body: c.req}
 		if got := b.requestQuotaExempt(s, req); got != c.exempt {
 			t.Errorf("%s v%d: exempt %v, want %v", kmsg.NameForKey(c.req.Key()), c.req.GetVersion(), got, c.exempt)
+		}
+	}
+}
+
+// TestConnectionCreationRateQuota: with connection_creation_rate=1 on the
+// ip entity 127.0.0.1, franz-go clients connecting from that address are
+// refused (the connection held, then closed unanswered) once they pass
+// the quota over the windows, while clients from 127.0.0.2, as many,
+// always connect.
+func TestConnectionCreationRateQuota(t *testing.T) {
+	b := startBroker(t, nil)
+	adm := newAdmin(t, b.Addr())
+	ctx := testContext(t)
+	ip := "127.0.0.1"
+	res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{
+		{Entity: kadm.ClientQuotaEntity{{Type: "ip", Name: &ip}}, Ops: []kadm.AlterClientQuotaOp{{Key: "connection_creation_rate", Value: 1}}},
+	})
+	if err != nil || res[0].Err != nil {
+		t.Fatal(err, res)
+	}
+	described, err := adm.DescribeClientQuotas(ctx, true, []kadm.DescribeClientQuotaComponent{{Type: "ip", MatchName: &ip}})
+	if err != nil || len(described) != 1 || described[0].Values[0].Key != "connection_creation_rate" {
+		t.Fatalf("described %+v %v", described, err)
+	}
+	poll.Until(t, 30*time.Second, "the quota in the image", func() bool { return len(b.image.Load().ClientQuotas) == 1 })
+
+	// connect pings with a new client from local, and reports whether the
+	// broker answered.
+	connect := func(local string) bool {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}}
+		cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.Dialer(d.DialContext), kgo.RequestRetries(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		return cl.Ping(pctx) == nil
+	}
+	accepted := 0
+	for connect("127.0.0.1") {
+		if accepted++; accepted == 100 {
+			t.Fatal("100 connections a moment apart within a quota of 1 a second")
+		}
+	}
+	t.Logf("%d connections accepted before one was refused", accepted)
+	if b.server.Stats().ConnectionsThrottled == 0 {
+		t.Fatal("a refused connection was not counted as throttled")
+	}
+	for i := 0; i <= accepted; i++ {
+		if !connect("127.0.0.2") {
+			t.Fatalf("connection %d from an address without a quota was refused", i+1)
 		}
 	}
 }

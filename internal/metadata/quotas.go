@@ -8,13 +8,18 @@ import (
 )
 
 // QuotaEntity names what a client quota applies to, with Kafka's entity
-// types user and client-id: a name, the default (Kafka's null name), or
-// absent. It is comparable, for map keys.
+// types user and client-id (together or alone), or ip (alone): a name,
+// the default (Kafka's null name), or absent. It is comparable, for map
+// keys.
 type QuotaEntity struct {
 	HasUser, UserDefault     bool
 	User                     string
 	HasClient, ClientDefault bool
 	ClientID                 string
+	// HasIP is set for an ip entity: IP is the address as
+	// net.IP.String writes it.
+	HasIP, IPDefault bool   `json:",omitempty"`
+	IP               string `json:",omitempty"`
 }
 
 // String is Kafka's entity path: user=alice,client-id=<default>.
@@ -32,12 +37,16 @@ func (e QuotaEntity) String() string {
 	if e.HasClient {
 		parts = append(parts, "client-id="+name(e.ClientDefault, e.ClientID))
 	}
+	if e.HasIP {
+		parts = append(parts, "ip="+name(e.IPDefault, e.IP))
+	}
 	return strings.Join(parts, ",")
 }
 
 // ClientQuotaRecord sets (or, with a nil Value, removes) one quota value
 // of an entity (Kafka's ClientQuotaRecord): producer_byte_rate,
-// consumer_byte_rate, request_percentage.
+// consumer_byte_rate, request_percentage; connection_creation_rate for an
+// ip entity.
 type ClientQuotaRecord struct {
 	Entity QuotaEntity `json:"entity"`
 	Key    string      `json:"key"`

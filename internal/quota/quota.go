@@ -28,6 +28,9 @@ const (
 	ProducerByteRate  = "producer_byte_rate"
 	ConsumerByteRate  = "consumer_byte_rate"
 	RequestPercentage = "request_percentage"
+	// ConnectionCreationRate is an ip entity's quota (KIP-612):
+	// connections accepted a second.
+	ConnectionCreationRate = "connection_creation_rate"
 )
 
 // Kafka's defaults for quota.window.num and quota.window.size.seconds.
@@ -95,6 +98,26 @@ func (m *Manager) RecordRequestTime(entity string, d time.Duration, limit float6
 	if limit <= 0 || observed <= limit {
 		return 0
 	}
+	throttle := time.Duration((observed - limit) / limit * float64(elapsed))
+	return min(throttle, m.windowSize)
+}
+
+// RecordConnection counts a new connection from ip, whose
+// connection_creation_rate quota is limit connections a second, and
+// returns zero to accept it, or, over the quota, how long to hold it
+// before closing it unread, as Kafka's ConnectionQuotas does: the time
+// that brings the rate back to the quota, at most one window. A refused
+// connection is not counted, so a client that keeps retrying is refused
+// only while its accepted connections exceed the quota.
+func (m *Manager) RecordConnection(ip string, limit float64, now time.Time) time.Duration {
+	if limit <= 0 {
+		return 0
+	}
+	observed, elapsed := m.record(ConnectionCreationRate, ip, 1, now)
+	if observed <= limit {
+		return 0
+	}
+	m.record(ConnectionCreationRate, ip, -1, now)
 	throttle := time.Duration((observed - limit) / limit * float64(elapsed))
 	return min(throttle, m.windowSize)
 }

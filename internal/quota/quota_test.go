@@ -96,3 +96,44 @@ func TestRequestTime(t *testing.T) {
 		t.Fatalf("after the windows: throttled %v", d)
 	}
 }
+
+// TestConnectionRate: connection_creation_rate counts accepted connections
+// over the windows; a connection over the quota is refused for up to a
+// window and not counted.
+func TestConnectionRate(t *testing.T) {
+	m := NewManager(11, time.Second)
+	now := time.Unix(1000, 0)
+	// 2 connections a second over the 10-second minimum span: 20
+	// connections are accepted at once, the 21st is over.
+	for i := 0; i < 20; i++ {
+		if d := m.RecordConnection("10.0.0.1", 2, now); d != 0 {
+			t.Fatalf("connection %d throttled %v", i+1, d)
+		}
+	}
+	// 21 in 10 s is 2.1/s, 5% over: 5% of the span, 500 ms.
+	if d := m.RecordConnection("10.0.0.1", 2, now); d != 500*time.Millisecond {
+		t.Fatalf("connection 21: throttled %v, want 500ms", d)
+	}
+	// Refused connections are not counted: the next is refused alike,
+	// not for longer.
+	if d := m.RecordConnection("10.0.0.1", 2, now); d != 500*time.Millisecond {
+		t.Fatalf("connection 22: throttled %v, want 500ms", d)
+	}
+	// Far over a small quota: at most one window.
+	m2 := NewManager(11, time.Second)
+	m2.RecordConnection("10.0.0.2", 0.1, now)
+	if d := m2.RecordConnection("10.0.0.2", 0.1, now); d != time.Second {
+		t.Fatalf("far over: throttled %v, want the 1s window", d)
+	}
+	// Another IP has its own rate; no quota, no throttle.
+	if d := m.RecordConnection("10.0.0.3", 2, now); d != 0 {
+		t.Fatalf("another ip throttled %v", d)
+	}
+	if d := m.RecordConnection("10.0.0.1", 0, now); d != 0 {
+		t.Fatalf("without a quota: throttled %v", d)
+	}
+	// Once the windows have passed, the IP connects again.
+	if d := m.RecordConnection("10.0.0.1", 2, now.Add(12*time.Second)); d != 0 {
+		t.Fatalf("after the windows: throttled %v", d)
+	}
+}

@@ -55,6 +55,13 @@ type Config struct {
 	// once. Zero or negative is unlimited (Kafka's default is
 	// 2147483647).
 	MaxConnections, MaxConnectionsPerIP int
+	// ConnectionThrottle, when set, is asked for each accepted
+	// connection's IP whether it is over its connection creation rate
+	// (Kafka's connection_creation_rate ip quota): a positive answer
+	// holds the connection unread for that long and closes it, as Kafka's
+	// acceptor does, without counting it against MaxConnections. It is
+	// called from the accept loops and must not block.
+	ConnectionThrottle func(ip string) time.Duration
 
 	// CopySplices sends spliced file regions by copying them through user
 	// space (ReadAt and write) instead of sendfile(2). Strata-specific,
@@ -120,12 +127,15 @@ type Stats struct {
 	// ConnectionsRefused counts connections closed at once for
 	// max.connections.per.ip.
 	ConnectionsRefused uint64
+	// ConnectionsThrottled counts connections held and closed for a
+	// connection creation rate (Config.ConnectionThrottle).
+	ConnectionsThrottled uint64
 }
 
 type counters struct {
 	connectionsOpened, connectionsClosed             atomic.Uint64
 	requests, frameErrors, decodeErrors, unsupported atomic.Uint64
-	panics, connectionsRefused                       atomic.Uint64
+	panics, connectionsRefused, connectionsThrottled atomic.Uint64
 }
 
 // Server accepts Kafka connections and serves them with a Handler.
@@ -257,6 +267,15 @@ func (s *Server) ServeListener(l net.Listener, lc ListenerConfig) error {
 			continue
 		}
 		backoff = 0
+		if s.cfg.ConnectionThrottle != nil {
+			if d := s.cfg.ConnectionThrottle(ipOf(nc.RemoteAddr())); d > 0 {
+				s.limits.releaseSlot()
+				s.stats.connectionsThrottled.Add(1)
+				s.log.Debug("wire: holding a connection over its IP's connection creation rate, then closing it", "remote", addrString(nc.RemoteAddr()), "listener", lc.Name, "for", d)
+				go s.closeAfter(nc, d)
+				continue
+			}
+		}
 		ip, ok := s.limits.admitIP(nc.RemoteAddr())
 		if !ok {
 			s.limits.releaseSlot()
@@ -279,6 +298,18 @@ func (s *Server) ServeListener(l net.Listener, lc ListenerConfig) error {
 		}
 		go c.serve()
 	}
+}
+
+// closeAfter closes a throttled connection after d, or when the server
+// closes.
+func (s *Server) closeAfter(nc net.Conn, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-s.ctx.Done():
+	}
+	nc.Close()
 }
 
 func (s *Server) closing() bool {
@@ -371,13 +402,14 @@ func (s *Server) Close() error {
 // Stats returns the server's counters.
 func (s *Server) Stats() Stats {
 	return Stats{
-		ConnectionsOpened:  s.stats.connectionsOpened.Load(),
-		ConnectionsClosed:  s.stats.connectionsClosed.Load(),
-		Requests:           s.stats.requests.Load(),
-		FrameErrors:        s.stats.frameErrors.Load(),
-		DecodeErrors:       s.stats.decodeErrors.Load(),
-		Unsupported:        s.stats.unsupported.Load(),
-		Panics:             s.stats.panics.Load(),
-		ConnectionsRefused: s.stats.connectionsRefused.Load(),
+		ConnectionsOpened:    s.stats.connectionsOpened.Load(),
+		ConnectionsClosed:    s.stats.connectionsClosed.Load(),
+		Requests:             s.stats.requests.Load(),
+		FrameErrors:          s.stats.frameErrors.Load(),
+		DecodeErrors:         s.stats.decodeErrors.Load(),
+		Unsupported:          s.stats.unsupported.Load(),
+		Panics:               s.stats.panics.Load(),
+		ConnectionsRefused:   s.stats.connectionsRefused.Load(),
+		ConnectionsThrottled: s.stats.connectionsThrottled.Load(),
 	}
 }
