@@ -205,26 +205,8 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRe
 		}
 		return resp, entries
 	}
-	resp, entries := build()
-	if len(entries) == 0 {
-		return resp
-	}
-	s, code := c.shardFor(req.Group)
-	if code != 0 {
-		for _, e := range entries {
-			*e.code = code
-		}
-		return resp
-	}
-	reply := make(chan *kmsg.OffsetCommitResponse, 1)
-	s.append(s.offsetCommit(req, resp, entries, reply))
-	s.unlockEvent()
-	return wait(ctx, reply, func() *kmsg.OffsetCommitResponse {
-		r, es := build()
-		for _, e := range es {
-			*e.code = codeCoordinatorNotAvailable
-		}
-		return r
+	return commitOffsets(ctx, c, req.Group, build, func(s *shard, resp *kmsg.OffsetCommitResponse, entries []commitEntry, reply chan *kmsg.OffsetCommitResponse) result {
+		return s.offsetCommit(req, resp, entries, reply)
 	})
 }
 

@@ -1,6 +1,7 @@
 package group
 
 import (
+	"context"
 	"sort"
 	"time"
 	"unicode/utf16"
@@ -281,6 +282,38 @@ type commitEntry struct {
 	topic     string
 	partition kmsg.OffsetCommitRequestTopicPartition
 	code      *int16
+}
+
+func (e commitEntry) errCode() *int16 { return e.code }
+
+// commitOffsets runs an offset commit, plain or transactional, on the
+// group's shard. build makes the response and the entries to write, whose
+// error codes point into it; with none, the response is the answer. write
+// turns the entries into the shard's records, answered on reply once they
+// are committed; if ctx ends first, a fresh response answers
+// COORDINATOR_NOT_AVAILABLE for every entry.
+func commitOffsets[R any, E interface{ errCode() *int16 }](ctx context.Context, c *Coordinator, group string, build func() (R, []E), write func(s *shard, resp R, entries []E, reply chan R) result) R {
+	resp, entries := build()
+	if len(entries) == 0 {
+		return resp
+	}
+	s, code := c.shardFor(group)
+	if code != 0 {
+		for _, e := range entries {
+			*e.errCode() = code
+		}
+		return resp
+	}
+	reply := make(chan R, 1)
+	s.append(write(s, resp, entries, reply))
+	s.unlockEvent()
+	return wait(ctx, reply, func() R {
+		r, es := build()
+		for _, e := range es {
+			*e.errCode() = codeCoordinatorNotAvailable
+		}
+		return r
+	})
 }
 
 // offsetFetch answers one group of an OffsetFetch (Kafka's fetchOffsets and

@@ -143,26 +143,8 @@ func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCo
 		}
 		return resp, entries
 	}
-	resp, entries := build()
-	if len(entries) == 0 {
-		return resp
-	}
-	s, code := c.shardFor(req.Group)
-	if code != 0 {
-		for _, e := range entries {
-			*e.code = code
-		}
-		return resp
-	}
-	reply := make(chan *kmsg.TxnOffsetCommitResponse, 1)
-	s.append(s.txnOffsetCommit(req, resp, entries, reply))
-	s.unlockEvent()
-	return wait(ctx, reply, func() *kmsg.TxnOffsetCommitResponse {
-		r, es := build()
-		for _, e := range es {
-			*e.code = codeCoordinatorNotAvailable
-		}
-		return r
+	return commitOffsets(ctx, c, req.Group, build, func(s *shard, resp *kmsg.TxnOffsetCommitResponse, entries []txnCommitEntry, reply chan *kmsg.TxnOffsetCommitResponse) result {
+		return s.txnOffsetCommit(req, resp, entries, reply)
 	})
 }
 
@@ -171,6 +153,8 @@ type txnCommitEntry struct {
 	partition kmsg.TxnOffsetCommitRequestTopicPartition
 	code      *int16
 }
+
+func (e txnCommitEntry) errCode() *int16 { return e.code }
 
 // txnOffsetCommit is Kafka's OffsetMetadataManager.commitTransactionalOffset.
 func (s *shard) txnOffsetCommit(req *kmsg.TxnOffsetCommitRequest, resp *kmsg.TxnOffsetCommitResponse, entries []txnCommitEntry, reply chan *kmsg.TxnOffsetCommitResponse) result {
