@@ -3,7 +3,8 @@ confluent-kafka (librdkafka), as the Go tests in security_*_test.go ask.
 
 Usage: security_clients.py kafka-python|confluent '<json settings>'
 Settings: bootstrap, topic, protocol (SSL, SASL_PLAINTEXT, SASL_SSL), ca,
-cert, key, mechanism, username, password, expect ("ok" or "fail").
+cert, key, mechanism, username, password, token (OAUTHBEARER's JWT),
+expect ("ok" or "fail").
 Prints "ok N" after reading back the N records it wrote, or "refused: ..."
 when the broker refused it, followed by the warnings and errors the
 library logged or reported (kafka-python only says NoBrokersAvailable; its
@@ -39,7 +40,14 @@ def kafka_python():
         common.update(ssl_cafile=s["ca"], ssl_check_hostname=True)
     if "cert" in s:
         common.update(ssl_certfile=s["cert"], ssl_keyfile=s["key"])
-    if "mechanism" in s:
+    if s.get("mechanism") == "OAUTHBEARER":
+        from kafka.oauth.abstract import AbstractTokenProvider
+
+        class Token(AbstractTokenProvider):
+            def token(self):
+                return s["token"]
+        common.update(sasl_mechanism="OAUTHBEARER", sasl_oauth_token_provider=Token())
+    elif "mechanism" in s:
         common.update(sasl_mechanism=s["mechanism"], sasl_plain_username=s["username"], sasl_plain_password=s["password"])
     producer = KafkaProducer(acks="all", max_block_ms=15000, **common)
     for i in range(N):
@@ -65,7 +73,10 @@ def confluent():
         conf["ssl.ca.location"] = s["ca"]
     if "cert" in s:
         conf.update({"ssl.certificate.location": s["cert"], "ssl.key.location": s["key"]})
-    if "mechanism" in s:
+    if s.get("mechanism") == "OAUTHBEARER":
+        # oauth_cb hands librdkafka the token and its expiry (epoch seconds).
+        conf.update({"sasl.mechanism": "OAUTHBEARER", "oauth_cb": lambda _: (s["token"], time.time() + 3600)})
+    elif "mechanism" in s:
         conf.update({"sasl.mechanism": s["mechanism"], "sasl.username": s["username"], "sasl.password": s["password"]})
     errors = []
 
