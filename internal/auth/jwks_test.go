@@ -6,6 +6,8 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -35,7 +37,7 @@ func newJWKSServer(t *testing.T, jwksFile string) *jwksServer {
 	js := &jwksServer{}
 	js.serveFile(t, jwksFile)
 	js.status.Store(http.StatusOK)
-	js.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	js.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		js.requests.Add(1)
 		if code := int(js.status.Load()); code != http.StatusOK {
 			http.Error(w, "unavailable", code)
@@ -44,6 +46,8 @@ func newJWKSServer(t *testing.T, jwksFile string) *jwksServer {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(*js.doc.Load())
 	}))
+	js.Config.ErrorLog = log.New(io.Discard, "", 0) // the untrusting client's refused handshake
+	js.StartTLS()
 	t.Cleanup(js.Close)
 	ca := filepath.Join(t.TempDir(), "jwks-ca.pem")
 	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: js.Certificate().Raw}), 0o600); err != nil {
