@@ -3,6 +3,7 @@ package broker
 import (
 	"bufio"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"net"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
+	"github.com/strata-io/strata/internal/auth"
 	"github.com/strata-io/strata/internal/config"
 	"github.com/strata-io/strata/internal/quorum"
 	"github.com/strata-io/strata/internal/testutil/poll"
@@ -68,7 +70,8 @@ func startNodes(t *testing.T, settings []map[string]string) []*testBroker {
 }
 
 // TestControllerListenerSecurity: three voters whose controller and
-// inter-broker listeners are SASL_SSL (or SASL_PLAINTEXT), and a broker
+// inter-broker listeners are SASL_SSL (or SASL_PLAINTEXT, or SSL with
+// client certificates required), and a broker
 // that is not a voter (its observer and controller client dial the
 // controller listener by controller.listener.names), form a quorum, elect
 // a controller, register their brokers and replicate; on the controller
@@ -77,7 +80,7 @@ func startNodes(t *testing.T, settings []map[string]string) []*testBroker {
 // (until an ACL grants it), its Raft connection is dropped once
 // authenticated, and wrong credentials are refused.
 func TestControllerListenerSecurity(t *testing.T) {
-	for _, protocol := range []string{config.ProtocolSASLSSL, config.ProtocolSASLPlaintext} {
+	for _, protocol := range []string{config.ProtocolSASLSSL, config.ProtocolSASLPlaintext, config.ProtocolSSL} {
 		t.Run(protocol, func(t *testing.T) { testControllerListener(t, protocol) })
 	}
 }
@@ -97,8 +100,12 @@ func testControllerListener(t *testing.T, protocol string) {
 	}
 	jaas := `org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" password="broker-secret" user_broker="broker-secret" user_alice="alice-secret";`
 	var settings []map[string]string
+	clientAuth := "none"
+	if protocol == config.ProtocolSSL {
+		clientAuth = "required"
+	}
 	for id := 1; id <= 4; id++ {
-		s := f.brokerSettings("none")
+		s := f.brokerSettings(clientAuth)
 		for k, v := range map[string]string{
 			"node.id":                                         strconv.Itoa(id),
 			"process.roles":                                   "broker,controller",
@@ -112,9 +119,9 @@ func testControllerListener(t *testing.T, protocol string) {
 			"listener.name.internal.plain.sasl.jaas.config":   jaas,
 			"listener.name.controller.plain.sasl.jaas.config": jaas,
 			"authorizer.class.name":                           "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-			// The nodes' principal, and the test's admin on the
-			// plaintext listener.
-			"super.users":                           "User:broker;User:ANONYMOUS",
+			// The nodes' principal (SASL, and their certificate's
+			// subject), and the test's admin on the plaintext listener.
+			"super.users":                           "User:broker;User:CN=broker;User:ANONYMOUS",
 			"broker.heartbeat.interval.ms":          "250",
 			"controller.quorum.election.timeout.ms": "500",
 			"replica.fetch.backoff.ms":              "100",
@@ -151,7 +158,7 @@ func testControllerListener(t *testing.T, protocol string) {
 		t.Fatal("no active controller")
 	}
 
-	// Replication over the SASL_SSL inter-broker listener.
+	// Replication over the secured inter-broker listener.
 	adm := newAdmin(t, b1.Addr())
 	ctx := testContext(t)
 	if resp, err := adm.CreateTopic(ctx, 1, 3, nil, "secured"); err != nil || resp.Err != nil {
@@ -183,17 +190,46 @@ func testControllerListener(t *testing.T, protocol string) {
 		})
 	}
 
+	// Who a connection to the controller listener acts as: a SASL user,
+	// or on SSL a client certificate.
+	type identity struct {
+		user, pass string
+		cert       tls.Certificate
+	}
+	nodeCert, err := tls.LoadX509KeyPair(f.server.Keystore, f.server.Keystore)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice, us, wrong := identity{user: "alice", pass: "alice-secret"}, identity{user: "broker", pass: "broker-secret"}, identity{user: "alice", pass: "wrong"}
+	alicePrincipal := "User:alice"
+	if protocol == config.ProtocolSSL {
+		alice, us, wrong = identity{cert: f.client.TLS}, identity{cert: nodeCert}, identity{cert: f.untrusted.TLS}
+		leaf, err := x509.ParseCertificate(f.client.TLS.Certificate[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		alicePrincipal = "User:" + auth.SubjectDN(leaf)
+	}
+	tlsFor := func(id identity) *tls.Config {
+		if !config.IsTLS(protocol) {
+			return nil
+		}
+		cfg := &tls.Config{RootCAs: f.ca.Pool(), ServerName: "127.0.0.1"}
+		if id.cert.Certificate != nil {
+			cfg.Certificates = []tls.Certificate{id.cert}
+		}
+		return cfg
+	}
 	// A client of the controller listener; its requests go straight to
 	// the seed (routing them would need Metadata, which the controller
 	// listener does not serve).
-	tlsCfg := &tls.Config{RootCAs: f.ca.Pool(), ServerName: "127.0.0.1"}
-	if protocol == config.ProtocolSASLPlaintext {
-		tlsCfg = nil
-	}
-	controllerClient := func(user, pass string) *kgo.Client {
-		opts := []kgo.Opt{kgo.SASL(plain.Auth{User: user, Pass: pass}.AsMechanism()), kgo.RequestRetries(0)}
-		if tlsCfg != nil {
-			opts = append(opts, kgo.DialTLSConfig(tlsCfg))
+	controllerClient := func(id identity) *kgo.Client {
+		opts := []kgo.Opt{kgo.RequestRetries(0)}
+		if config.IsSASL(protocol) {
+			opts = append(opts, kgo.SASL(plain.Auth{User: id.user, Pass: id.pass}.AsMechanism()))
+		}
+		if cfg := tlsFor(id); cfg != nil {
+			opts = append(opts, kgo.DialTLSConfig(cfg))
 		}
 		return newClient(t, ctrl[leader-1], opts...)
 	}
@@ -227,59 +263,65 @@ func testControllerListener(t *testing.T, protocol string) {
 		return resp.(*kmsg.BrokerHeartbeatResponse).ErrorCode, nil
 	}
 	denied := kerr.ClusterAuthorizationFailed.Code
-	alice := controllerClient("alice", "alice-secret")
-	if code, err := alterPartition(alice); err != nil || code != denied {
+	aliceCl := controllerClient(alice)
+	if code, err := alterPartition(aliceCl); err != nil || code != denied {
 		t.Fatalf("AlterPartition from alice: code %d err %v, want CLUSTER_AUTHORIZATION_FAILED", code, err)
 	}
-	if code, err := heartbeat(alice); err != nil || code != denied {
+	if code, err := heartbeat(aliceCl); err != nil || code != denied {
 		t.Fatalf("BrokerHeartbeat from alice: code %d err %v, want CLUSTER_AUTHORIZATION_FAILED", code, err)
 	}
 	// The nodes' own principal gets the controller's answer: an unknown
 	// broker's heartbeat is refused for what it says, not for who sent it.
-	if code, err := heartbeat(controllerClient("broker", "broker-secret")); err != nil || code == denied || code == 0 {
+	if code, err := heartbeat(controllerClient(us)); err != nil || code == denied || code == 0 {
 		t.Fatalf("BrokerHeartbeat of an unregistered broker from the nodes' principal: code %d err %v", code, err)
 	}
 
-	// Alice's Raft connection authenticates, then is dropped.
-	raftAs := func(user, pass string) error {
+	// A Raft connection: alice's authenticates, then is dropped; one with
+	// wrong credentials is refused.
+	raftAs := func(id identity) error {
 		conn, err := net.Dial("tcp", ctrl[leader-1])
-		if err == nil && tlsCfg != nil {
-			conn = tls.Client(conn, tlsCfg)
-		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer conn.Close()
-		if _, err := conn.Write(quorum.Magic[:]); err != nil {
-			t.Fatal(err)
+		if cfg := tlsFor(id); cfg != nil {
+			conn = tls.Client(conn, cfg)
 		}
-		peer := &Broker{nodeID: 99, controllerSec: &controllerSecurity{mechanism: plain.Auth{User: user, Pass: pass}.AsMechanism()}}
-		if err := peer.authenticateToController(ctx, conn, ctrl[leader-1]); err != nil {
+		defer conn.Close()
+		conn.SetDeadline(time.Now().Add(20 * time.Second))
+		if _, err := conn.Write(quorum.Magic[:]); err != nil {
 			return err
+		}
+		if config.IsSASL(protocol) {
+			peer := &Broker{nodeID: 99, controllerSec: &controllerSecurity{mechanism: plain.Auth{User: id.user, Pass: id.pass}.AsMechanism()}}
+			if err := peer.authenticateToController(ctx, conn, ctrl[leader-1]); err != nil {
+				return err
+			}
 		}
 		conn.SetReadDeadline(time.Now().Add(20 * time.Second))
 		_, err = bufio.NewReader(conn).ReadByte()
 		return err
 	}
-	if err := raftAs("alice", "alice-secret"); err == nil || errors.Is(err, kerr.SaslAuthenticationFailed) || isTimeout(err) {
+	if err := raftAs(alice); err == nil || errors.Is(err, kerr.SaslAuthenticationFailed) || isTimeout(err) {
 		t.Fatalf("alice's raft connection: %v, want it closed after authenticating", err)
 	}
-	if err := raftAs("broker", "wrong"); !errors.Is(err, kerr.SaslAuthenticationFailed) {
-		t.Fatalf("a raft connection with a wrong password: %v, want SASL_AUTHENTICATION_FAILED", err)
+	err = raftAs(wrong)
+	if config.IsSASL(protocol) && !errors.Is(err, kerr.SaslAuthenticationFailed) || err == nil || isTimeout(err) {
+		t.Fatalf("a raft connection with wrong credentials: %v, want it refused", err)
 	}
 
 	// Wrong credentials on the Kafka side.
-	if _, err := heartbeat(controllerClient("alice", "wrong")); !errors.Is(err, kerr.SaslAuthenticationFailed) {
-		t.Fatalf("a client with a wrong password: %v, want SASL_AUTHENTICATION_FAILED", err)
+	_, err = heartbeat(controllerClient(wrong))
+	if config.IsSASL(protocol) && !errors.Is(err, kerr.SaslAuthenticationFailed) || err == nil {
+		t.Fatalf("a client with wrong credentials: %v, want it refused", err)
 	}
 
 	// An ACL granting alice CLUSTER_ACTION lets her through.
-	acl := kadm.NewACLs().Allow("User:alice").AllowHosts().Clusters().Operations(kadm.OpClusterAction)
+	acl := kadm.NewACLs().Allow(alicePrincipal).AllowHosts().Clusters().Operations(kadm.OpClusterAction)
 	if res, err := adm.CreateACLs(ctx, acl); err != nil || res[0].Err != nil {
 		t.Fatalf("creating the ACL: %v %v", err, res)
 	}
 	poll.Until(t, 30*time.Second, "alice's heartbeat to be authorized", func() bool {
-		code, err := heartbeat(controllerClient("alice", "alice-secret"))
+		code, err := heartbeat(controllerClient(alice))
 		return err == nil && code != denied
 	})
 }
