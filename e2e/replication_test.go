@@ -183,12 +183,15 @@ func (c *cluster) checkIdenticalLogsOn(topic string, partitions int32, nodes ...
 // bounce stops the leader of topic's partition 0 (SIGKILL when hard,
 // SIGTERM otherwise), waits for another replica to lead it, and starts
 // the old leader again. It returns the node bounced.
-func (c *cluster) bounce(topic string, hard bool) int32 {
+func (c *cluster) bounce(topic string, hard bool) int32 { return c.bouncePartition(topic, 0, hard) }
+
+// bouncePartition is bounce for the leader of topic's partition.
+func (c *cluster) bouncePartition(topic string, partition int32, hard bool) int32 {
 	c.t.Helper()
 	via := c.alive(-1)
-	leader, _, err := c.partitionState(via, topic, 0)
+	leader, _, err := c.partitionState(via, topic, partition)
 	if err != nil || leader < 0 {
-		c.t.Fatalf("no leader of %s/0: %v", topic, err)
+		c.t.Fatalf("no leader of %s/%d: %v", topic, partition, err)
 	}
 	if hard {
 		c.nodes[leader].kill()
@@ -196,8 +199,8 @@ func (c *cluster) bounce(topic string, hard bool) int32 {
 		c.nodes[leader].stop()
 	}
 	via = c.alive(leader)
-	poll.UntilStatus(c.t, 60*time.Second, fmt.Sprintf("a new leader of %s/0 after node %d went", topic, leader), func() (bool, string) {
-		l, isr, err := c.partitionState(via, topic, 0)
+	poll.UntilStatus(c.t, 60*time.Second, fmt.Sprintf("a new leader of %s/%d after node %d went", topic, partition, leader), func() (bool, string) {
+		l, isr, err := c.partitionState(via, topic, partition)
 		return err == nil && l >= 0 && l != leader, fmt.Sprintf("leader %d, ISR %v, %v", l, isr, err)
 	})
 	c.nodes[leader].restart()

@@ -65,19 +65,31 @@ func TestTransactionsLibrdkafka(t *testing.T) {
 	}
 }
 
-var etlRecords = flag.Int("etl-records", 3000, "records TestTransactionalCopyUnderKills copies (Kafka's transactions_test: 100000)")
+var (
+	etlRecords = flag.Int("etl-records", 3000, "records TestTransactionalCopyUnderKills copies (Kafka's transactions_test: 100000)")
+	etlTxnSize = flag.Int("etl-txn-size", 750, "most records in one of TestTransactionalCopyUnderKills's transactions (Kafka's transactions_test: 750)")
+)
 
-// copierEnv makes the test binary a copier process (TestCopierProcess).
-const copierEnv = "STRATA_E2E_COPIER"
+// copierEnv makes the test binary a copier process (TestCopierProcess);
+// copierTxnSizeEnv gives it -etl-txn-size.
+const (
+	copierEnv        = "STRATA_E2E_COPIER"
+	copierTxnSizeEnv = "STRATA_E2E_COPIER_TXN_SIZE"
+)
 
 // TestCopierProcess is not a test: run with STRATA_E2E_COPIER=addr, it is
 // one copier of TestTransactionalCopyUnderKills, copying topic etl-in to
 // etl-out partition by partition with franz-go's GroupTransactSession in
-// transactions of at most 750 records, until killed.
+// transactions of at most $STRATA_E2E_COPIER_TXN_SIZE records, until
+// killed.
 func TestCopierProcess(t *testing.T) {
 	addr := os.Getenv(copierEnv)
 	if addr == "" {
 		t.Skip("a helper process of TestTransactionalCopyUnderKills")
+	}
+	txnSize, err := strconv.Atoi(os.Getenv(copierTxnSizeEnv))
+	if err != nil || txnSize < 1 {
+		t.Fatalf("$%s: want a positive number: %v", copierTxnSizeEnv, err)
 	}
 	sess, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(strings.Split(addr, ",")...),
 		kgo.TransactionalID("etl-copier"), kgo.ConsumerGroup("etl-copier"), kgo.ConsumeTopics("etl-in"),
@@ -91,7 +103,7 @@ func TestCopierProcess(t *testing.T) {
 	ctx := context.Background()
 	for {
 		pctx, cancel := context.WithTimeout(ctx, time.Second)
-		fs := sess.PollRecords(pctx, 750)
+		fs := sess.PollRecords(pctx, txnSize)
 		cancel()
 		if fs.NumRecords() == 0 {
 			continue
@@ -108,29 +120,92 @@ func TestCopierProcess(t *testing.T) {
 	}
 }
 
+// etlRead is what a read_committed consumer of etl-out saw: how many
+// times each value, and each partition's values in order.
+type etlRead struct {
+	times        map[int]int
+	perPartition map[int32][]int
+	total        int
+}
+
+// readETL consumes etl-out with cl until it has read want records or ctx
+// ends.
+func readETL(ctx context.Context, cl *kgo.Client, want int) etlRead {
+	r := etlRead{times: map[int]int{}, perPartition: map[int32][]int{}}
+	for r.total < want && ctx.Err() == nil {
+		cl.PollFetches(ctx).EachRecord(r.add)
+	}
+	return r
+}
+
+func (r *etlRead) add(rec *kgo.Record) {
+	v, err := strconv.Atoi(string(rec.Value))
+	if err != nil {
+		v = -1
+	}
+	r.times[v]++
+	r.perPartition[rec.Partition] = append(r.perPartition[rec.Partition], v)
+	r.total++
+}
+
+// check fails t unless r is exactly the values 0 to n-1, each once, each
+// partition in etl-in's order (round robin: increasing values).
+func (r etlRead) check(t *testing.T, who string, n int) {
+	t.Helper()
+	var duplicates, missing []int
+	for v := range n {
+		switch r.times[v] {
+		case 0:
+			missing = append(missing, v)
+		case 1:
+		default:
+			duplicates = append(duplicates, v)
+		}
+	}
+	foreign := r.total - n - len(missing)
+	for _, v := range duplicates {
+		foreign -= r.times[v] - 1
+	}
+	if len(duplicates) > 0 || len(missing) > 0 || foreign != 0 {
+		t.Fatalf("%s read %d records: %d values twice or more (%v), %d missing (%v), %d not in etl-in",
+			who, r.total, len(duplicates), head(duplicates), len(missing), head(missing), foreign)
+	}
+	for p, vs := range r.perPartition {
+		if !slices.IsSorted(vs) {
+			t.Fatalf("%s: partition %d out of order", who, p)
+		}
+	}
+}
+
+func head(vs []int) []int { return vs[:min(len(vs), 10)] }
+
 // TestTransactionalCopyUnderKills is Kafka's transactions_test on a
 // cluster of three: copier processes copy etl-in to etl-out in
-// transactions (output records and input offsets committed together) and
-// are SIGKILLed three times, and a broker is bounced; under read_committed
-// etl-out then holds exactly etl-in's records, none twice, in
-// per-partition order.
+// transactions of at most -etl-txn-size records (output records and input
+// offsets committed together); at every seventh of the input, the leader
+// of one of etl-out's partitions is bounced (SIGKILL, SIGTERM, SIGKILL)
+// while a copier runs, or the copier is SIGKILLed (three times) and the
+// next started. A read_committed consumer reading
+// etl-out all along, and one reading it after, then each saw exactly
+// etl-in's records, none twice, in per-partition order.
 func TestTransactionalCopyUnderKills(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process")
 	}
+	start := time.Now()
 	c := startCluster(t, 3, "broker.session.timeout.ms=3000", "broker.heartbeat.interval.ms=500",
 		"transaction.state.log.num.partitions=5", "offsets.topic.num.partitions=5",
 		"group.initial.rebalance.delay.ms=0", "default.replication.factor=3", "min.insync.replicas=2")
 	addrs := []string{c.nodes[1].addr, c.nodes[2].addr, c.nodes[3].addr}
 	seeds := strings.Join(addrs, ",")
-	ctx := ctxTimeout(t, 5*time.Minute)
+	n, txnSize := *etlRecords, *etlTxnSize
+	ctx := ctxTimeout(t, 5*time.Minute+time.Duration(n)*time.Millisecond)
 	adm := kadm.NewClient(client(t, addrs[0], kgo.SeedBrokers(addrs...)))
 	for _, topic := range []string{"etl-in", "etl-out"} {
 		if resp, err := adm.CreateTopic(ctx, 3, 3, nil, topic); err != nil || resp.Err != nil {
 			t.Fatalf("creating %s: %v %v", topic, err, resp.Err)
 		}
 	}
-	n := *etlRecords
 	in := client(t, addrs[0], kgo.SeedBrokers(addrs...), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 	for i := 0; i < n; i += 500 {
 		var batch []*kgo.Record
@@ -141,6 +216,14 @@ func TestTransactionalCopyUnderKills(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+
+	readCommitted := func() *kgo.Client {
+		return client(t, addrs[0], kgo.SeedBrokers(addrs...), kgo.ConsumeTopics("etl-out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+			kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(500*time.Millisecond))
+	}
+	concurrentCl := readCommitted()
+	concurrent := make(chan etlRead, 1)
+	go func() { concurrent <- readETL(ctx, concurrentCl, n) }()
 
 	copied := func() int64 {
 		offsets, err := adm.FetchOffsets(ctx, "etl-copier")
@@ -153,7 +236,7 @@ func TestTransactionalCopyUnderKills(t *testing.T) {
 	}
 	startCopier := func() *exec.Cmd {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestCopierProcess$")
-		cmd.Env = append(os.Environ(), copierEnv+"="+seeds)
+		cmd.Env = append(os.Environ(), copierEnv+"="+seeds, copierTxnSizeEnv+"="+strconv.Itoa(txnSize))
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -164,61 +247,53 @@ func TestTransactionalCopyUnderKills(t *testing.T) {
 		})
 		return cmd
 	}
-	// Three copiers in turn, each SIGKILLed once it has made progress;
-	// a broker is bounced while the second runs.
-	for round := range 3 {
-		before := copied()
-		cmd := startCopier()
-		poll.UntilStatus(t, 2*time.Minute, fmt.Sprintf("copier %d makes progress", round), func() (bool, string) {
+	// Six steps, at every seventh of the input: the leader of one of
+	// etl-out's partitions is bounced while a copier copies, then that
+	// copier is SIGKILLed and the next started.
+	reach := func(step int) {
+		milestone := int64(n * step / 7)
+		poll.UntilStatus(t, 2*time.Minute, fmt.Sprintf("%d copied", milestone), func() (bool, string) {
 			got := copied()
-			return got > before && got < int64(n) || got == int64(n), fmt.Sprintf("%d of %d copied", got, n)
+			return got >= milestone, fmt.Sprintf("%d of %d copied", got, n)
 		})
-		if round == 1 {
-			c.nodes[2].kill()
-			c.nodes[2].restart()
-		}
-		cmd.Process.Signal(syscall.SIGKILL)
-		cmd.Wait()
-		t.Logf("copier %d killed at %d of %d", round, copied(), n)
 	}
-	startCopier()
+	copier := startCopier()
+	var bounced []string
+	for round := range 3 {
+		reach(2*round + 1)
+		hard := round != 1
+		node := c.bouncePartition("etl-out", int32(round), hard)
+		bounced = append(bounced, fmt.Sprintf("node %d (etl-out/%d, %s)", node, round, map[bool]string{true: "SIGKILL", false: "SIGTERM"}[hard]))
+		t.Logf("bounced %s, back at %d of %d copied", bounced[len(bounced)-1], copied(), n)
+		reach(2*round + 2)
+		copier.Process.Signal(syscall.SIGKILL)
+		copier.Wait()
+		t.Logf("copier %d SIGKILLed at %d of %d copied", round, copied(), n)
+		copier = startCopier()
+	}
 	poll.UntilStatus(t, 3*time.Minute, "every record copied", func() (bool, string) {
 		got := copied()
 		return got == int64(n), fmt.Sprintf("%d of %d copied", got, n)
 	})
+	copiedIn := time.Since(start)
 
-	out := client(t, addrs[0], kgo.SeedBrokers(addrs...), kgo.ConsumeTopics("etl-out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(500*time.Millisecond))
-	perPartition := map[int32][]int{}
-	seen := map[int]bool{}
-	total := 0
-	for total < n {
-		fs := out.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("read %d of %d copied records", total, n)
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			v, _ := strconv.Atoi(string(r.Value))
-			if seen[v] {
-				t.Fatalf("record %d copied twice", v)
-			}
-			seen[v] = true
-			perPartition[r.Partition] = append(perPartition[r.Partition], v)
-			total++
-		})
+	var during etlRead
+	select {
+	case during = <-concurrent:
+	case <-ctx.Done():
 	}
-	// Nothing more, and each partition in etl-in's order (round robin:
-	// increasing values).
+	during.check(t, "the read_committed consumer reading during the copy", n)
+	after := readETL(ctx, readCommitted(), n)
+	after.check(t, "a read_committed consumer reading after the copy", n)
+	// Nothing more.
 	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	if extra := out.PollFetches(pctx).NumRecords(); extra != 0 {
+	if extra := concurrentCl.PollFetches(pctx).NumRecords(); extra != 0 {
 		t.Fatalf("%d records beyond the %d copied", extra, n)
 	}
-	for p, vs := range perPartition {
-		if !slices.IsSorted(vs) {
-			t.Fatalf("partition %d out of order", p)
-		}
-	}
+	t.Logf("%d records copied in transactions of at most %d in %s (cluster start to last offset committed): "+
+		"3 copier SIGKILLs, bounced %s; 0 duplicates, none missing, in order, read_committed during and after",
+		n, txnSize, copiedIn.Round(100*time.Millisecond), strings.Join(bounced, ", "))
 }
 
 // TestTransactionsSarama: sarama's transactional producer commits and
