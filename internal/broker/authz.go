@@ -245,19 +245,9 @@ func authorizeProduce(b *Broker, a access, ctx context.Context, c *wire.Conn, re
 		return next(b, ctx, c, req)
 	}
 	r.Topics = kept
-	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) {
-		resp := body.(*kmsg.ProduceResponse)
-		for _, t := range denied {
-			rt := kmsg.NewProduceResponseTopic()
-			rt.Topic = t.Topic
-			for _, p := range t.Partitions {
-				rp := kmsg.NewProduceResponseTopicPartition()
-				rp.Partition, rp.ErrorCode, rp.BaseOffset = p.Partition, topicDenied, -1
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
-	})
+	denials := *r
+	denials.Topics = denied
+	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) { appendErrors(&denials, body, topicDenied) })
 }
 
 func authorizeFetch(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
@@ -286,19 +276,9 @@ func authorizeFetch(b *Broker, a access, ctx context.Context, c *wire.Conn, req 
 		return next(b, ctx, c, req)
 	}
 	r.Topics = kept
-	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) {
-		resp := body.(*kmsg.FetchResponse)
-		for _, t := range denied {
-			rt := kmsg.NewFetchResponseTopic()
-			rt.Topic, rt.TopicID = t.Topic, t.TopicID
-			for _, p := range t.Partitions {
-				rp := kmsg.NewFetchResponseTopicPartition()
-				rp.Partition, rp.ErrorCode, rp.HighWatermark, rp.LastStableOffset = p.Partition, topicDenied, -1, -1
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
-	})
+	denials := *r
+	denials.Topics = denied
+	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) { appendErrors(&denials, body, topicDenied) })
 }
 
 func authorizeMetadata(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
@@ -357,19 +337,9 @@ func authorizeListOffsets(b *Broker, a access, ctx context.Context, c *wire.Conn
 		return next(b, ctx, c, req)
 	}
 	r.Topics = kept
-	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) {
-		resp := body.(*kmsg.ListOffsetsResponse)
-		for _, t := range denied {
-			rt := kmsg.NewListOffsetsResponseTopic()
-			rt.Topic = t.Topic
-			for _, p := range t.Partitions {
-				rp := kmsg.NewListOffsetsResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = p.Partition, topicDenied
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
-	})
+	denials := *r
+	denials.Topics = denied
+	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) { appendErrors(&denials, body, topicDenied) })
 }
 
 func authorizeOffsetForLeaderEpoch(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
@@ -385,19 +355,9 @@ func authorizeOffsetForLeaderEpoch(b *Broker, a access, ctx context.Context, c *
 		return next(b, ctx, c, req)
 	}
 	r.Topics = kept
-	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) {
-		resp := body.(*kmsg.OffsetForLeaderEpochResponse)
-		for _, t := range denied {
-			rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
-			rt.Topic = t.Topic
-			for _, p := range t.Partitions {
-				rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
-				rp.Partition, rp.ErrorCode, rp.LeaderEpoch, rp.EndOffset = p.Partition, topicDenied, -1, -1
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
-	})
+	denials := *r
+	denials.Topics = denied
+	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) { appendErrors(&denials, body, topicDenied) })
 }
 
 func authorizeFindCoordinator(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
@@ -525,19 +485,9 @@ func authorizeOffsetCommit(b *Broker, a access, ctx context.Context, c *wire.Con
 		return next(b, ctx, c, req)
 	}
 	r.Topics = kept
-	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) {
-		resp := body.(*kmsg.OffsetCommitResponse)
-		for _, t := range denied {
-			rt := kmsg.NewOffsetCommitResponseTopic()
-			rt.Topic = t.Topic
-			for _, p := range t.Partitions {
-				rp := kmsg.NewOffsetCommitResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = p.Partition, topicDenied
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
-	})
+	denials := *r
+	denials.Topics = denied
+	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) { appendErrors(&denials, body, topicDenied) })
 }
 
 func authorizeOffsetFetch(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
@@ -800,19 +750,9 @@ func authorizeDeleteRecords(b *Broker, a access, ctx context.Context, c *wire.Co
 		return next(b, ctx, c, req)
 	}
 	r.Topics = kept
-	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) {
-		resp := body.(*kmsg.DeleteRecordsResponse)
-		for _, t := range denied {
-			rt := kmsg.NewDeleteRecordsResponseTopic()
-			rt.Topic = t.Topic
-			for _, p := range t.Partitions {
-				rp := kmsg.NewDeleteRecordsResponseTopicPartition()
-				rp.Partition, rp.ErrorCode, rp.LowWatermark = p.Partition, topicDenied, -1
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
-	})
+	denials := *r
+	denials.Topics = denied
+	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) { appendErrors(&denials, body, topicDenied) })
 }
 
 func authorizeDescribeProducers(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
@@ -822,19 +762,9 @@ func authorizeDescribeProducers(b *Broker, a access, ctx context.Context, c *wir
 		return next(b, ctx, c, req)
 	}
 	r.Topics = kept
-	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) {
-		resp := body.(*kmsg.DescribeProducersResponse)
-		for _, t := range denied {
-			rt := kmsg.NewDescribeProducersResponseTopic()
-			rt.Topic = t.Topic
-			for _, p := range t.Partitions {
-				rp := kmsg.NewDescribeProducersResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = p, topicDenied
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
-	})
+	denials := *r
+	denials.Topics = denied
+	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) { appendErrors(&denials, body, topicDenied) })
 }
 
 // configAllowed checks a config resource: a topic's own ACLs, a broker's

@@ -9,55 +9,10 @@ import (
 // each entry the request named. It covers the APIs whose authorization
 // rules refuse whole requests (authz.go).
 func setAllErrors(req kmsg.Request, resp kmsg.Response, code int16) {
+	if appendErrors(req, resp, code) {
+		return
+	}
 	switch r := req.(type) {
-	case *kmsg.ProduceRequest:
-		out := resp.(*kmsg.ProduceResponse)
-		for _, t := range r.Topics {
-			rt := kmsg.NewProduceResponseTopic()
-			rt.Topic = t.Topic
-			for _, p := range t.Partitions {
-				rp := kmsg.NewProduceResponseTopicPartition()
-				rp.Partition, rp.ErrorCode, rp.BaseOffset = p.Partition, code, -1
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			out.Topics = append(out.Topics, rt)
-		}
-	case *kmsg.FetchRequest:
-		out := resp.(*kmsg.FetchResponse)
-		for _, t := range r.Topics {
-			rt := kmsg.NewFetchResponseTopic()
-			rt.Topic, rt.TopicID = t.Topic, t.TopicID
-			for _, p := range t.Partitions {
-				rp := kmsg.NewFetchResponseTopicPartition()
-				rp.Partition, rp.ErrorCode, rp.HighWatermark, rp.LastStableOffset = p.Partition, code, -1, -1
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			out.Topics = append(out.Topics, rt)
-		}
-	case *kmsg.OffsetForLeaderEpochRequest:
-		out := resp.(*kmsg.OffsetForLeaderEpochResponse)
-		for _, t := range r.Topics {
-			rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
-			rt.Topic = t.Topic
-			for _, p := range t.Partitions {
-				rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
-				rp.Partition, rp.ErrorCode, rp.LeaderEpoch, rp.EndOffset = p.Partition, code, -1, -1
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			out.Topics = append(out.Topics, rt)
-		}
-	case *kmsg.OffsetCommitRequest:
-		out := resp.(*kmsg.OffsetCommitResponse)
-		for _, t := range r.Topics {
-			rt := kmsg.NewOffsetCommitResponseTopic()
-			rt.Topic = t.Topic
-			for _, p := range t.Partitions {
-				rp := kmsg.NewOffsetCommitResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = p.Partition, code
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			out.Topics = append(out.Topics, rt)
-		}
 	case *kmsg.OffsetFetchRequest:
 		out := resp.(*kmsg.OffsetFetchResponse)
 		out.ErrorCode = code
@@ -207,4 +162,101 @@ func setAllErrors(req kmsg.Request, resp kmsg.Response, code int16) {
 			out.Results = append(out.Results, res)
 		}
 	}
+}
+
+// appendErrors appends to resp an entry answering code for each partition
+// req names, for the APIs whose requests are lists of topics' partitions
+// and that authorization may refuse in part: a rule hands the handler the
+// allowed part and answers the denied one with this. It reports whether
+// req is one of those APIs.
+func appendErrors(req kmsg.Request, resp kmsg.Response, code int16) bool {
+	switch r := req.(type) {
+	case *kmsg.ProduceRequest:
+		out := resp.(*kmsg.ProduceResponse)
+		for _, t := range r.Topics {
+			rt := kmsg.NewProduceResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewProduceResponseTopicPartition()
+				rp.Partition, rp.ErrorCode, rp.BaseOffset = p.Partition, code, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			out.Topics = append(out.Topics, rt)
+		}
+	case *kmsg.FetchRequest:
+		out := resp.(*kmsg.FetchResponse)
+		for _, t := range r.Topics {
+			rt := kmsg.NewFetchResponseTopic()
+			rt.Topic, rt.TopicID = t.Topic, t.TopicID
+			for _, p := range t.Partitions {
+				rp := kmsg.NewFetchResponseTopicPartition()
+				rp.Partition, rp.ErrorCode, rp.HighWatermark, rp.LastStableOffset = p.Partition, code, -1, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			out.Topics = append(out.Topics, rt)
+		}
+	case *kmsg.OffsetForLeaderEpochRequest:
+		out := resp.(*kmsg.OffsetForLeaderEpochResponse)
+		for _, t := range r.Topics {
+			rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+				rp.Partition, rp.ErrorCode, rp.LeaderEpoch, rp.EndOffset = p.Partition, code, -1, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			out.Topics = append(out.Topics, rt)
+		}
+	case *kmsg.OffsetCommitRequest:
+		out := resp.(*kmsg.OffsetCommitResponse)
+		for _, t := range r.Topics {
+			rt := kmsg.NewOffsetCommitResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetCommitResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			out.Topics = append(out.Topics, rt)
+		}
+	case *kmsg.ListOffsetsRequest:
+		out := resp.(*kmsg.ListOffsetsResponse)
+		for _, t := range r.Topics {
+			rt := kmsg.NewListOffsetsResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewListOffsetsResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			out.Topics = append(out.Topics, rt)
+		}
+	case *kmsg.DeleteRecordsRequest:
+		out := resp.(*kmsg.DeleteRecordsResponse)
+		for _, t := range r.Topics {
+			rt := kmsg.NewDeleteRecordsResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewDeleteRecordsResponseTopicPartition()
+				rp.Partition, rp.ErrorCode, rp.LowWatermark = p.Partition, code, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			out.Topics = append(out.Topics, rt)
+		}
+	case *kmsg.DescribeProducersRequest:
+		out := resp.(*kmsg.DescribeProducersResponse)
+		for _, t := range r.Topics {
+			rt := kmsg.NewDescribeProducersResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewDescribeProducersResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p, code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			out.Topics = append(out.Topics, rt)
+		}
+	default:
+		return false
+	}
+	return true
 }
