@@ -42,7 +42,8 @@ type Image struct {
 	// repeat a count that named another set).
 	AclsVersion int64
 	// ClientQuotas are the client quota values by entity (quotas.go);
-	// QuotasVersion changes whenever they do.
+	// QuotasVersion is one more than the offset of the last Apply that
+	// changed them, for the reason AclsVersion is.
 	ClientQuotas  map[QuotaEntity]map[string]float64
 	QuotasVersion int64
 	// Features are the finalized feature levels by name

@@ -54,7 +54,7 @@ type ClientQuotaRecord struct {
 }
 
 // applyQuota applies a ClientQuotaRecord.
-func (img *Image) applyQuota(r *ClientQuotaRecord) {
+func (img *Image) applyQuota(r *ClientQuotaRecord, offset int64) {
 	if !img.quotasOwned {
 		img.ClientQuotas = maps.Clone(img.ClientQuotas)
 		if img.ClientQuotas == nil {
@@ -76,7 +76,7 @@ func (img *Image) applyQuota(r *ClientQuotaRecord) {
 	} else {
 		img.ClientQuotas[r.Entity] = values
 	}
-	img.QuotasVersion++
+	img.QuotasVersion = offset + 1
 }
 
 // quotaRecords are the client quotas as records, in a fixed order.

@@ -90,7 +90,7 @@ func (img *Image) applySecurity(r *Record, offset int64) bool {
 		}
 		img.AclsVersion = offset + 1
 	case r.ClientQuota != nil:
-		img.applyQuota(r.ClientQuota)
+		img.applyQuota(r.ClientQuota, offset)
 	default:
 		return false
 	}

@@ -138,3 +138,28 @@ func TestSecurityMapsCopiedOnWrite(t *testing.T) {
 		t.Errorf("third image: ACLs %v, credentials %v", third.Acls, third.ScramCredentials)
 	}
 }
+
+// TestQuotasVersionNamesOneSet is TestAclsVersionNamesOneSet for client
+// quotas: a node that loads a snapshot must not end up with the version a
+// lagging node has for other quota values.
+func TestQuotasVersionNamesOneSet(t *testing.T) {
+	alice := QuotaEntity{HasUser: true, User: "alice"}
+	bob := QuotaEntity{HasUser: true, User: "bob"}
+	rate := 1024.0
+	lagging := replay(t, Empty(), Record{Cluster: &ClusterRecord{ClusterID: "c1"}}, Record{ClientQuota: &ClientQuotaRecord{Entity: alice, Key: "producer_byte_rate", Value: &rate}})
+	current := replay(t, lagging, Record{ClientQuota: &ClientQuotaRecord{Entity: alice, Key: "producer_byte_rate"}},
+		Record{ClientQuota: &ClientQuotaRecord{Entity: bob, Key: "producer_byte_rate", Value: &rate}})
+	snapshot, err := Empty().Apply(current.Offset, current.Records()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(snapshot.ClientQuotas, current.ClientQuotas) || reflect.DeepEqual(snapshot.ClientQuotas, lagging.ClientQuotas) {
+		t.Fatalf("quotas: snapshot %v, current %v, lagging %v", snapshot.ClientQuotas, current.ClientQuotas, lagging.ClientQuotas)
+	}
+	if snapshot.QuotasVersion == lagging.QuotasVersion {
+		t.Fatalf("the snapshot's quotas and the lagging node's have one version, %d", snapshot.QuotasVersion)
+	}
+	if same := replay(t, current, Record{Cluster: &ClusterRecord{ClusterID: "c1"}}); same.QuotasVersion != current.QuotasVersion {
+		t.Fatalf("a record that is not a quota changed the version from %d to %d", current.QuotasVersion, same.QuotasVersion)
+	}
+}
