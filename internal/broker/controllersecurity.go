@@ -368,11 +368,16 @@ func (b *Broker) authorizeController(ctx context.Context, c *wire.Conn, s *sessi
 		return next(b, ctx, c, req)
 	}
 	b.logger.Info("refusing a controller request: no CLUSTER_ACTION on the cluster", "api", kmsg.NameForKey(req.Key), "principal", s.principal, "remote", c.RemoteAddr())
-	return respond(controllerDenied(req))
+	if resp := controllerDenied(req); resp != nil {
+		return respond(resp)
+	}
+	// An API whose refusal has no answer here: fail closed.
+	return wire.Response{NoResponse: true, Close: true}
 }
 
 // controllerDenied answers a controller-listener request
-// CLUSTER_AUTHORIZATION_FAILED, everywhere it has an error code.
+// CLUSTER_AUTHORIZATION_FAILED, everywhere it has an error code; nil for
+// a request it does not know how to refuse.
 func controllerDenied(req *wire.Request) kmsg.Response {
 	resp := req.Body.ResponseKind()
 	resp.SetVersion(req.Version)
@@ -419,8 +424,13 @@ func controllerDenied(req *wire.Request) kmsg.Response {
 			st.Topic, st.ErrorCode = t.Topic, code
 			out.Topics = append(out.Topics, st)
 		}
-	default:
+	case *kmsg.AlterConfigsRequest, *kmsg.IncrementalAlterConfigsRequest, *kmsg.CreateACLsRequest,
+		*kmsg.DeleteACLsRequest, *kmsg.AlterPartitionAssignmentsRequest, *kmsg.ListPartitionReassignmentsRequest,
+		*kmsg.DescribeQuorumRequest, *kmsg.ElectLeadersRequest, *kmsg.AlterClientQuotasRequest,
+		*kmsg.AlterUserSCRAMCredentialsRequest, *kmsg.UpdateFeaturesRequest:
 		setAllErrors(r, resp, code)
+	default:
+		return nil
 	}
 	return resp
 }

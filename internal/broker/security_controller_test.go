@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"net"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +23,7 @@ import (
 	"github.com/strata-io/strata/internal/config"
 	"github.com/strata-io/strata/internal/quorum"
 	"github.com/strata-io/strata/internal/testutil/poll"
+	"github.com/strata-io/strata/internal/wire"
 )
 
 // startNodes starts one node per settings together (a voter's start
@@ -329,4 +331,71 @@ func testControllerListener(t *testing.T, protocol string) {
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// TestControllerDeniedAnswers: every API the controller listener serves
+// that needs CLUSTER_ACTION has a refusal that carries
+// CLUSTER_AUTHORIZATION_FAILED (a new API without one would be refused by
+// closing the connection, which this test makes someone notice).
+func TestControllerDeniedAnswers(t *testing.T) {
+	for key, a := range controllerAPIs {
+		switch key {
+		case kmsg.ApiVersions.Int16(), kmsg.SASLHandshake.Int16(), kmsg.SASLAuthenticate.Int16():
+			continue
+		}
+		body := kmsg.RequestForKey(key)
+		body.SetVersion(a.max)
+		fillOne(reflect.ValueOf(body).Elem(), 3)
+		resp := controllerDenied(&wire.Request{Key: key, Version: a.max, Body: body})
+		if resp == nil {
+			t.Errorf("%s: no refusal", kmsg.NameForKey(key))
+			continue
+		}
+		if !hasErrorCode(reflect.ValueOf(resp).Elem(), kerr.ClusterAuthorizationFailed.Code) {
+			t.Errorf("%s: the refusal %+v carries no CLUSTER_AUTHORIZATION_FAILED", kmsg.NameForKey(key), resp)
+		}
+	}
+}
+
+// fillOne gives every slice of structs in v one element, depth levels
+// deep, so that per-entry refusals have an entry to refuse.
+func fillOne(v reflect.Value, depth int) {
+	if depth == 0 || v.Kind() != reflect.Struct {
+		return
+	}
+	for i := 0; i < v.NumField(); i++ {
+		f := v.Field(i)
+		switch {
+		case f.Kind() == reflect.Slice && f.Type().Elem().Kind() == reflect.Struct && f.CanSet():
+			f.Set(reflect.MakeSlice(f.Type(), 1, 1))
+			fillOne(f.Index(0), depth-1)
+		case f.Kind() == reflect.Slice && f.Type().Elem().Kind() == reflect.String && f.CanSet():
+			f.Set(reflect.ValueOf([]string{"x"}).Convert(f.Type()))
+		case f.Kind() == reflect.Struct:
+			fillOne(f, depth-1)
+		}
+	}
+}
+
+// hasErrorCode reports whether a field named ErrorCode anywhere in v
+// holds code.
+func hasErrorCode(v reflect.Value, code int16) bool {
+	switch v.Kind() {
+	case reflect.Struct:
+		for i := 0; i < v.NumField(); i++ {
+			if v.Type().Field(i).Name == "ErrorCode" && v.Field(i).Kind() == reflect.Int16 && int16(v.Field(i).Int()) == code {
+				return true
+			}
+			if hasErrorCode(v.Field(i), code) {
+				return true
+			}
+		}
+	case reflect.Slice:
+		for i := 0; i < v.Len(); i++ {
+			if hasErrorCode(v.Index(i), code) {
+				return true
+			}
+		}
+	}
+	return false
 }
