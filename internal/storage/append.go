@@ -266,7 +266,9 @@ func (l *Log) shouldRoll(s *segment, cfg *Config, info *AppendInfo) bool {
 
 // roll makes a new active segment at baseOffset. The old one records its
 // final max timestamp and trims its indexes; it is synced by the next
-// Flush. l.appendMu must be held.
+// Flush or, under a Manager, by its flusher's FlushRolled, which the roll
+// only asks for: the append does not wait for an fsync. l.appendMu must be
+// held.
 func (l *Log) roll(baseOffset int64, cfg *Config) (*segment, error) {
 	old := l.segments[len(l.segments)-1]
 	s, err := createSegment(l.fs, l.dir, baseOffset, cfg, l.now())
@@ -283,5 +285,8 @@ func (l *Log) roll(baseOffset int64, cfg *Config) (*segment, error) {
 	l.mu.Unlock()
 	l.logger.Info("rolled segment", "base_offset", baseOffset, "previous_base_offset", old.baseOffset,
 		"previous_size", old.size.Load())
+	if l.rolled != nil {
+		l.rolled(l)
+	}
 	return s, nil
 }

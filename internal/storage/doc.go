@@ -158,8 +158,16 @@
 // Appends reach the page cache; Flush(upTo) fsyncs (fdatasync) the segments
 // holding unflushed data, their indexes and, after a roll, the partition
 // directory, then advances the recovery point. Concurrent Flush callers share
-// one fsync (group commit). The Manager writes the recovery points to
-// recovery-point-offset-checkpoint. On open without .kafka_cleanshutdown,
+// one fsync (group commit). A roll does not wait for an fsync: under a
+// started Manager it queues its log, and the Manager's roll flusher (one
+// goroutine) calls FlushRolled, which syncs the segments before the active
+// one (data, indexes, .txnindex, directory entries) and moves the recovery
+// point to the active segment's base offset, as Kafka's roll schedules
+// flushUptoOffsetExclusive(newSegment.baseOffset); the Manager also queues
+// at open every log whose recovery point is below its active segment. The
+// Manager writes the recovery points to recovery-point-offset-checkpoint
+// every log.flush.offset.checkpoint.interval.ms (60 s) and at Close, so a
+// crash recovers about the active segment, not the whole log. On open without .kafka_cleanshutdown,
 // every segment from the one holding the recovery point on is recovered:
 // the entries of its offset index that increase and point inside the log
 // are kept (an entry is written after its batch, so what it covers reached
@@ -222,4 +230,6 @@
 //
 // Manager.mu guards the Manager's map of logs and is never held while a
 // Log's locks are taken, except Log.mu through read-only accessors.
+// Manager.rollMu guards the roll flusher's queue; a roll takes it under
+// Log.appendMu, and nothing is taken under it.
 package storage

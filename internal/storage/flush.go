@@ -53,7 +53,7 @@ func (l *Log) flush(upTo int64, linger bool) error {
 		if linger {
 			l.linger()
 		}
-		err := l.flushLocked()
+		err := l.flushLocked(false)
 		l.flushMu.Unlock()
 		l.commitMu.Lock()
 		l.committing = false
@@ -91,8 +91,27 @@ func (l *Log) linger() {
 	}
 }
 
-// flushLocked syncs everything appended so far. l.flushMu must be held.
-func (l *Log) flushLocked() error {
+// FlushRolled makes the segments before the active one durable (their
+// data, indexes and .txnindex files, and the directory entries of files
+// created since the last flush) and moves the recovery point to the active
+// segment's base offset, as Kafka's UnifiedLog.roll has its scheduler run
+// flushUptoOffsetExclusive(newSegment.baseOffset). The active segment is
+// left to Flush, flush.messages and flush.ms, and flush.ms's clock is not
+// reset. The Manager's flusher calls it after a roll, off the append path;
+// it shares flushMu with Flush, so a Flush caller may wait for it. A
+// failed fsync takes the log offline, as Flush's does.
+func (l *Log) FlushRolled() error {
+	if err := l.Offline(); err != nil {
+		return err
+	}
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	return l.flushLocked(true)
+}
+
+// flushLocked syncs everything appended so far or, when rolledOnly, every
+// segment but the active one. l.flushMu must be held.
+func (l *Log) flushLocked(rolledOnly bool) error {
 	// Load the end before the segment list: every byte below it is in a
 	// segment of the list, and that segment was marked dirty before the end
 	// was published.
@@ -105,19 +124,31 @@ func (l *Log) flushLocked() error {
 	if closed {
 		return fmt.Errorf("%w: %s", ErrClosed, l)
 	}
+	if rolledOnly {
+		// Every byte below the active segment's base offset is in the
+		// segments before it (a roll marks the old one inactive before it
+		// publishes the new list), and none of them takes appends again
+		// unless truncation, which holds flushMu, makes one active.
+		target = min(target, segs[len(segs)-1].baseOffset)
+		segs = segs[:len(segs)-1]
+	}
 	// Sync from the end back to the segment holding the recovery point,
 	// and past it while segments are still dirty (one that rolled while an
 	// earlier flush ran has unsynced indexes below the recovery point).
 	first := floorSegment(segs, recoveryPoint)
-	l.fsyncRounds.Add(1)
-	syncStart := time.Now()
-	defer func() { l.lastSyncNanos.Store(int64(time.Since(syncStart))) }()
+	if !rolledOnly {
+		// Group commit's figures: a rolled segment's fsync is not the
+		// appenders' and must not stretch their linger.
+		l.fsyncRounds.Add(1)
+		syncStart := time.Now()
+		defer func() { l.lastSyncNanos.Store(int64(time.Since(syncStart))) }()
+	}
 	for i := len(segs) - 1; i >= 0; i-- {
 		s := segs[i]
 		if i < first && !s.dirtyLog.Load() && !s.dirtyIndex.Load() {
 			break
 		}
-		if err := s.flush(i == len(segs)-1); err != nil {
+		if err := s.flush(!rolledOnly && i == len(segs)-1); err != nil {
 			return l.fail("syncing segment "+segmentName(s.baseOffset), err)
 		}
 	}
@@ -134,6 +165,8 @@ func (l *Log) flushLocked() error {
 	if err := l.commitRecoveryPoint(recoveryPoint, target); err != nil {
 		return err
 	}
-	l.lastFlushMs.Store(l.now().UnixMilli())
+	if !rolledOnly {
+		l.lastFlushMs.Store(l.now().UnixMilli())
+	}
 	return nil
 }

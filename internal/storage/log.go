@@ -52,6 +52,9 @@ type LogOptions struct {
 	// summarized is set by the Manager, which sums up the recovery of all
 	// its logs in one line: a log's own recovery events are debug lines.
 	summarized bool
+	// rolled, set by the Manager, is told of every roll, under appendMu:
+	// it must not block (the Manager queues the log for FlushRolled).
+	rolled func(*Log)
 }
 
 // Log is one partition's log. It is safe for concurrent use with one
@@ -139,6 +142,7 @@ type Log struct {
 	// only, before the log is shared.
 	recovery   recoveryStats
 	summarized bool
+	rolled     func(*Log) // LogOptions.rolled; nil for a log of its own
 }
 
 // ParsePartitionDir splits a partition directory name "<topic>-<partition>"
@@ -166,7 +170,8 @@ func OpenLog(fs vfs.FS, dir string, cfg Config, opts LogOptions) (*Log, error) {
 		return nil, err
 	}
 	l := &Log{fs: fs, topic: tp.Topic, partition: tp.Partition, dir: dir, logger: opts.Logger, now: opts.Now,
-		budget: opts.DecompressionBudget, pending: map[*pendingDelete]struct{}{}, summarized: opts.summarized}
+		budget: opts.DecompressionBudget, pending: map[*pendingDelete]struct{}{}, summarized: opts.summarized,
+		rolled: opts.rolled}
 	if l.budget == nil {
 		l.budget = record.DefaultBudget
 	}

@@ -98,6 +98,10 @@ type Manager struct {
 
 	stop, done  chan struct{}
 	cleanerDone chan struct{} // closed when the cleaner's loop ends
+	flusherDone chan struct{} // closed when the roll flusher ends
+
+	rollMu sync.Mutex // guards rolled.logs; taken under a Log's appendMu, never held while taking another lock
+	rolled rollQueue
 
 	recoveryThreads atomic.Int64
 	// cleanShutdownBrokerEpoch is the broker epoch the clean-shutdown
@@ -166,6 +170,7 @@ func OpenManager(fs vfs.FS, dir string, opts ManagerOptions) (*Manager, error) {
 		logs: map[TopicPartition]*Log{}, deleting: map[*Log]*time.Timer{}}
 	m.recoveryThreads.Store(int64(opts.RecoveryThreads))
 	m.cleanerChanged = make(chan struct{}, 1)
+	m.rolled = rollQueue{logs: map[*Log]struct{}{}, signal: make(chan struct{}, 1)}
 	m.cleaner.Store(&CleanerSettings{Backoff: opts.CleanerBackoff, Threads: opts.CleanerThreads,
 		DedupeBufferSize: opts.CleanerDedupeBufferSize, ProducerIDExpirationMs: opts.ProducerIDExpirationMs})
 	if m.logger == nil {
@@ -251,6 +256,7 @@ func OpenManager(fs vfs.FS, dir string, opts ManagerOptions) (*Manager, error) {
 	}
 	m.logOpened(clean, time.Since(start))
 	m.checkFileLimit()
+	m.queueUnflushedRolls()
 	return m, nil
 }
 
@@ -259,7 +265,7 @@ func OpenManager(fs vfs.FS, dir string, opts ManagerOptions) (*Manager, error) {
 // found corruption, counted by cause, with a few of their names (each
 // log's details are debug lines).
 func (m *Manager) logOpened(clean bool, took time.Duration) {
-	var scanned, rebuilt, corrupt int
+	var scanned, segmentsScanned, rebuilt, corrupt int
 	var bytesScanned, bytesTruncated int64
 	byCause := map[string]int{}
 	var examples []string
@@ -268,6 +274,7 @@ func (m *Manager) logOpened(clean bool, took time.Duration) {
 		if st.segmentsScanned > 0 {
 			scanned++
 		}
+		segmentsScanned += st.segmentsScanned
 		if st.indexesRebuilt > 0 {
 			rebuilt++
 		}
@@ -287,7 +294,8 @@ func (m *Manager) logOpened(clean bool, took time.Duration) {
 	}
 	attrs := []any{"dir", m.dir, "logs", len(m.logs), "clean_shutdown", clean, "duration", took.Round(time.Millisecond)}
 	if !clean {
-		attrs = append(attrs, "logs_scanned", scanned, "bytes_scanned", bytesScanned, "indexes_rebuilt", rebuilt)
+		attrs = append(attrs, "logs_scanned", scanned, "segments_scanned", segmentsScanned, "bytes_scanned", bytesScanned,
+			"indexes_rebuilt", rebuilt)
 	}
 	if corrupt == 0 {
 		m.logger.Info("opened log directory", attrs...)
@@ -421,7 +429,7 @@ func (m *Manager) openAll(tps []TopicPartition, cp checkpoints, clean bool) erro
 				l, err := OpenLog(m.fs, filepath.Join(m.dir, tp.String()), m.configFor(tp.Topic), LogOptions{
 					Logger: m.logger, Now: m.now, RecoveryPoint: cp.recoveryPoints[tp], LogStartOffset: offset(cp.logStarts, tp),
 					CleanShutdown: clean, CleanerCheckpoint: cp.cleanerPoints[tp], HighWatermark: offset(cp.highWatermarks, tp),
-					DecompressionBudget: m.opts.DecompressionBudget, summarized: true,
+					DecompressionBudget: m.opts.DecompressionBudget, summarized: true, rolled: m.queueRolled,
 				})
 				if err != nil && tooManyFiles(err) {
 					limit, _ := openFileLimit()
@@ -515,6 +523,7 @@ func (m *Manager) GetOrCreate(topic string, partition int32, cfg Config) (*Log, 
 	}
 	l, err := OpenLog(m.fs, filepath.Join(m.dir, tp.String()), cfg, LogOptions{
 		Logger: m.logger, Now: m.now, LogStartOffset: -1, HighWatermark: -1, DecompressionBudget: m.opts.DecompressionBudget,
+		rolled: m.queueRolled,
 	})
 	if err != nil {
 		return nil, err
@@ -554,6 +563,10 @@ func (m *Manager) Delete(topic string, partition int32) error {
 	}, newDir); err != nil {
 		return fmt.Errorf("storage: deleting %s: %w", tp, err)
 	}
+	// No roll can follow: the flusher need not sync a deleted log.
+	m.rollMu.Lock()
+	delete(m.rolled.logs, l)
+	m.rollMu.Unlock()
 	m.logger.Info("deleted log", "topic", topic, "partition", partition, "dir", filepath.Base(newDir))
 	remove := func() {
 		if err := l.Close(); err != nil {
@@ -666,8 +679,10 @@ func (m *Manager) FlushDue(now time.Time) {
 // Start runs the background loop: retention every RetentionCheckInterval,
 // flush.ms every FlushCheckInterval, checkpoints every CheckpointInterval,
 // the high watermarks every HighWatermarkCheckpointInterval;
-// and, unless DisableCleaner, the log cleaner's loop beside it (see
-// CleanLogs). Close stops them.
+// beside it the roll flusher, which makes rolled segments durable and
+// moves the recovery point to the active segment (see FlushRolled); and,
+// unless DisableCleaner, the log cleaner's loop (see CleanLogs). Close
+// stops them.
 func (m *Manager) Start() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -685,6 +700,8 @@ func (m *Manager) Start() {
 		m.cleanerDone = make(chan struct{})
 		go m.cleanerLoop(m.stop, m.cleanerDone)
 	}
+	m.flusherDone = make(chan struct{})
+	go m.flushRolledLoop(m.stop, m.flusherDone)
 	retention := time.NewTicker(interval(m.opts.RetentionCheckInterval, 300*time.Second))
 	flush := time.NewTicker(interval(m.opts.FlushCheckInterval, time.Second))
 	checkpoint := time.NewTicker(interval(m.opts.CheckpointInterval, 60*time.Second))
@@ -726,7 +743,7 @@ func (m *Manager) Close() error {
 		return nil
 	}
 	m.closed = true
-	stop, done, cleanerDone := m.stop, m.done, m.cleanerDone
+	stop, done, cleanerDone, flusherDone := m.stop, m.done, m.cleanerDone, m.flusherDone
 	deleting := m.deleting
 	m.deleting = map[*Log]*time.Timer{}
 	m.mu.Unlock()
@@ -736,6 +753,7 @@ func (m *Manager) Close() error {
 		if cleanerDone != nil {
 			<-cleanerDone
 		}
+		<-flusherDone
 	}
 	for l, t := range deleting {
 		t.Stop()

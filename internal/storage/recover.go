@@ -34,6 +34,9 @@ type recoveryStats struct {
 	// segments after a lost segment tail dropped; an active segment that
 	// did not parse although the clean-shutdown marker said it would.
 	tornTail, corruptIndex, lostSegments, unreadableActive bool
+	// recoveredFrom is the base offset of the first segment recovery
+	// checked, -1 when it trusted them all.
+	recoveredFrom int64
 }
 
 func (st *recoveryStats) corrupt() bool {
@@ -282,9 +285,11 @@ func (l *Log) load(opts LogOptions) error {
 	// from the log (TxnIndexSuspectFrom). Those of the segments before are
 	// as durable as the segments (Flush syncs them).
 	l.txnSuspectFrom = leo
+	stats.recoveredFrom = -1
 	for i, s := range l.segments {
 		if recovered[i] {
 			l.txnSuspectFrom = s.baseOffset
+			stats.recoveredFrom = s.baseOffset
 			break
 		}
 	}
@@ -294,6 +299,12 @@ func (l *Log) load(opts LogOptions) error {
 
 	attrs := []any{"segments", len(l.segments), "log_start_offset", l.logStartOffset.Load(), "log_end_offset", leo,
 		"clean_shutdown", opts.CleanShutdown, "duration", time.Since(start).Round(time.Microsecond)}
+	if !opts.CleanShutdown {
+		// Where recovery started: the checkpointed recovery point, and the
+		// base offset of the segment holding it, which was the first one
+		// checked.
+		attrs = append(attrs, "recovery_point", opts.RecoveryPoint, "recovered_from_segment", stats.recoveredFrom)
+	}
 	if stats.bytesScanned > 0 || stats.bytesTruncated > 0 || stats.segmentsDropped > 0 || stats.indexesRebuilt > 0 {
 		attrs = append(attrs, "segments_scanned", stats.segmentsScanned, "bytes_scanned", stats.bytesScanned,
 			"bytes_truncated", stats.bytesTruncated, "segments_dropped", stats.segmentsDropped,
