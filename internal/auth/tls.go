@@ -79,12 +79,18 @@ func ListenerTLS(cfg *config.Server, listener string) (TLSSettings, error) {
 // handshake), so certificates are rotated without a restart. A reread
 // that fails keeps the previous material and reports the error through
 // LastError. It is safe for concurrent use.
+//
+// A reread (file reads and, for an encrypted key, a PBKDF2 derivation of
+// up to millions of iterations) runs outside mu: one handshake does it
+// while the others keep the current material, and its result is swapped
+// in under mu.
 type TLSStore struct {
 	settings TLSSettings
 	base     *tls.Config
 
 	mu        sync.Mutex
 	checked   time.Time
+	reloading bool // a Config call is rereading the files
 	keyStamp  fileStamp
 	rootStamp fileStamp
 	current   *tls.Config
@@ -227,25 +233,36 @@ func KeyPair(chainPEM, keyPEM []byte, password string) (tls.Certificate, error) 
 }
 
 // Config returns the TLS configuration now in force, rereading the files
-// if they changed.
+// if they changed. The call that rereads them waits for the reread; the
+// calls meanwhile return the configuration in force without waiting.
 func (st *TLSStore) Config() *tls.Config {
 	st.mu.Lock()
-	defer st.mu.Unlock()
 	now := time.Now()
-	if now.Sub(st.checked) < time.Second {
-		return st.current
+	if st.reloading || now.Sub(st.checked) < time.Second {
+		cur := st.current
+		st.mu.Unlock()
+		return cur
 	}
-	st.checked = now
+	st.checked, st.reloading = now, true
+	keyStamp, rootStamp := st.keyStamp, st.rootStamp
+	st.mu.Unlock()
+
 	ks, rs := stamp(st.settings.KeystoreLocation), stamp(st.settings.TruststoreLocation)
-	if ks == st.keyStamp && rs == st.rootStamp {
-		return st.current
+	var cfg *tls.Config
+	var err error
+	if ks != keyStamp || rs != rootStamp {
+		cfg, err = st.load()
 	}
-	cfg, err := st.load()
-	if err != nil {
+
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.reloading = false
+	switch {
+	case err != nil:
 		st.lastErr = err
-		return st.current
+	case cfg != nil:
+		st.keyStamp, st.rootStamp, st.current, st.lastErr = ks, rs, cfg, nil
 	}
-	st.keyStamp, st.rootStamp, st.current, st.lastErr = ks, rs, cfg, nil
 	return st.current
 }
 
@@ -259,7 +276,7 @@ func (st *TLSStore) LastError() error {
 // ServerConfig returns a listener's tls.Config: each handshake takes the
 // store's current material.
 func (st *TLSStore) ServerConfig() (*tls.Config, error) {
-	if len(st.current.Certificates) == 0 {
+	if len(st.Config().Certificates) == 0 {
 		return nil, errors.New("auth: an SSL listener needs a key store (ssl.keystore.location, or ssl.keystore.certificate.chain and ssl.keystore.key)")
 	}
 	return &tls.Config{

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -78,5 +79,80 @@ func TestTLSStoreRefuses(t *testing.T) {
 	}
 	if _, err := NewTLSStore(TLSSettings{CipherSuites: []string{"TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"}}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestTLSStoreReloadDoesNotBlockHandshakes rereads a key store whose file
+// is a named pipe, so the reread stays inside load until the test writes
+// the new key store into it: meanwhile another handshake's Config must
+// return the certificate in force instead of waiting for the reread (a
+// reread of an encrypted key runs a PBKDF2 derivation that can take
+// seconds), and once the reread finishes the new certificate is served.
+func TestTLSStoreReloadDoesNotBlockHandshakes(t *testing.T) {
+	dir := t.TempDir()
+	ca := tlstest.NewCA(t, "ca")
+	first := ca.Server(t, "first").Write(t, dir, "server")
+	st, err := NewTLSStore(TLSSettings{KeystoreLocation: first.Keystore})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leafCN := func(cfg *tls.Config) string { return cfg.Certificates[0].Leaf.Subject.CommonName }
+	old := st.Config()
+	if got := leafCN(old); got != "first" {
+		t.Fatalf("serving %q", got)
+	}
+	if err := os.Remove(first.Keystore); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(first.Keystore, 0o600); err != nil {
+		t.Skipf("no named pipes here: %v", err)
+	}
+
+	// The reloader calls Config until the pipe's stamp is noticed (at
+	// most once a second) and it blocks reading the pipe.
+	reloaded := make(chan *tls.Config, 1)
+	go func() {
+		for {
+			if cfg := st.Config(); cfg != old {
+				reloaded <- cfg
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	// Opening the pipe for writing returns once the reloader has opened
+	// it for reading: it is inside the reread.
+	pipe, err := os.OpenFile(first.Keystore, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	during := make(chan *tls.Config, 1)
+	go func() { during <- st.Config() }()
+	select {
+	case cfg := <-during:
+		if cfg != old {
+			t.Fatalf("during the reread serving %q, want the certificate in force", leafCN(cfg))
+		}
+	case <-time.After(30 * time.Second): // a deadlock guard, not a speed goal
+		pipe.Close()
+		t.Fatal("Config waited for another call's reread")
+	}
+
+	second := ca.Server(t, "second")
+	if _, err := pipe.Write(append(append([]byte{}, second.KeyPEM...), second.CertPEM...)); err != nil {
+		t.Fatal(err)
+	}
+	if err := pipe.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := <-reloaded
+	if got := leafCN(cfg); got != "second" {
+		t.Fatalf("the reread loaded %q", got)
+	}
+	if err := st.LastError(); err != nil {
+		t.Fatal(err)
+	}
+	if got := leafCN(st.Config()); got != "second" {
+		t.Fatalf("after the reread serving %q", got)
 	}
 }
