@@ -65,6 +65,14 @@ func TestUserAndACLCommands(t *testing.T) {
 	if r := run("a\n", append([]string{"topic", "produce", "orders"}, bob...)...); r.code == 0 || !strings.Contains(r.stderr, "TOPIC_AUTHORIZATION_FAILED") {
 		t.Fatalf("produce without an ACL: exit %d: %s", r.code, r.stderr)
 	}
+	// Changing a feature needs ALTER on the cluster; reading them does not.
+	if out := must("", append([]string{"feature", "describe"}, bob...)...); !strings.Contains(out, "transaction.version") {
+		t.Fatalf("feature describe as bob: %q", out)
+	}
+	if r := run("", append([]string{"feature", "downgrade", "--feature", "transaction.version=1", "--dry-run"}, bob...)...); r.code == 0 || !strings.Contains(r.stderr, "CLUSTER_AUTHORIZATION_FAILED") {
+		t.Fatalf("feature downgrade as bob: exit %d: %s", r.code, r.stderr)
+	}
+	must("", append([]string{"feature", "downgrade", "--feature", "transaction.version=1", "--dry-run"}, admin...)...)
 	must("", append([]string{"acl", "create", "--allow-principal", "User:bob", "--operation", "WRITE", "--topic", "orders"}, admin...)...)
 	if out := must("", append([]string{"acl", "list"}, admin...)...); !strings.Contains(out, "User:bob") || !strings.Contains(out, "WRITE") {
 		t.Fatalf("acl list: %q", out)
