@@ -50,12 +50,21 @@ func BenchmarkProduceDurable(b *testing.B) {
 }
 
 func benchProduce(b *testing.B, codec int, settings map[string]string) {
+	benchProduceWith(b, codec, settings, nil)
+}
+
+// benchProduceWith is benchProduce with setup run on the broker before
+// the clock starts (nil: none).
+func benchProduceWith(b *testing.B, codec int, settings map[string]string, setup func(*testBroker)) {
 	const (
 		partitions = 4
 		perBatch   = 100
 	)
 	tb := startBroker(b, settings)
 	createTopic(b, newAdmin(b, tb.Addr()), "bench", partitions, nil)
+	if setup != nil {
+		setup(tb)
+	}
 	batch := benchBatch(b, codec, perBatch)
 	frames := make([][]byte, partitions)
 	for p := range frames {

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-io/strata/internal/auth"
+	"github.com/strata-io/strata/internal/record"
 	"github.com/strata-io/strata/internal/testutil/poll"
 	"github.com/strata-io/strata/internal/wire"
 )
@@ -260,4 +261,27 @@ func TestConnectionCreationRateQuota(t *testing.T) {
 			t.Fatalf("connection %d from an address without a quota was refused", i+1)
 		}
 	}
+}
+
+// BenchmarkProduceRequestQuota is BenchmarkProduce, uncompressed, without
+// quotas and with a request_percentage quota that applies to every
+// request (the default user's, too large to throttle): the cost of
+// timing each request and counting it against its entity's rate, side by
+// side.
+//
+//	go test ./internal/broker -run XXX -bench 'ProduceRequestQuota$' -count 5
+func BenchmarkProduceRequestQuota(b *testing.B) {
+	b.Run("none", func(b *testing.B) { benchProduceWith(b, record.CodecNone, nil, nil) })
+	b.Run("request_percentage", func(b *testing.B) {
+		benchProduceWith(b, record.CodecNone, nil, func(tb *testBroker) {
+			adm := newAdmin(b, tb.Addr())
+			res, err := adm.AlterClientQuotas(testContext(b), []kadm.AlterClientQuotaEntry{
+				{Entity: kadm.ClientQuotaEntity{{Type: "user"}}, Ops: []kadm.AlterClientQuotaOp{{Key: "request_percentage", Value: 1e9}}},
+			})
+			if err != nil || res[0].Err != nil {
+				b.Fatal(err, res)
+			}
+			poll.Until(b, 30*time.Second, "the quota in the image", func() bool { return len(tb.image.Load().ClientQuotas) == 1 })
+		})
+	})
 }
