@@ -20,8 +20,9 @@ import (
 // * Each topic succeeds or fails on its own, with Kafka's codes
 // (TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR,
 // INVALID_CONFIG, INVALID_TOPIC_EXCEPTION, INVALID_REPLICA_ASSIGNMENT) and
-// a message. A topic named twice in one request is INVALID_REQUEST for
-// both, as in Kafka.
+// a message. A topic named more than once in one request gets one
+// result, INVALID_REQUEST, as in Kafka's ControllerApis.createTopics (it
+// answers each duplicated name once, "Duplicate topic name.").
 // * validate_only checks everything and creates nothing.
 // * v5+ returns the topic's effective configuration.
 // * The topic exists on this node when the response is sent.
@@ -37,14 +38,18 @@ func (b *Broker) handleCreateTopics(ctx context.Context, _ *wire.Conn, req *wire
 	var specs []controller.TopicSpec
 	var index []int // response index of each spec
 	for _, t := range r.Topics {
+		if count[t.Topic] < 0 {
+			continue // a duplicate already answered
+		}
 		st := kmsg.NewCreateTopicsResponseTopic()
 		st.Topic = t.Topic
 		st.NumPartitions, st.ReplicationFactor = -1, -1
 		resp.Topics = append(resp.Topics, st)
 		if count[t.Topic] > 1 {
+			count[t.Topic] = -1
 			st := &resp.Topics[len(resp.Topics)-1]
 			st.ErrorCode = kerr.InvalidRequest.Code
-			st.ErrorMessage = errorMessage(fmt.Errorf("topic %q is named more than once in the request", t.Topic))
+			st.ErrorMessage = errorMessage(fmt.Errorf("duplicate topic name %q", t.Topic))
 			continue
 		}
 		spec := controller.TopicSpec{Name: t.Topic, NumPartitions: t.NumPartitions, ReplicationFactor: t.ReplicationFactor, Configs: map[string]*string{}}

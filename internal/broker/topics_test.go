@@ -235,3 +235,38 @@ func TestUnknownTopicsAndPartitions(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestCreateTopicsDuplicateName sends a CreateTopics request naming one
+// topic three times among others: as Kafka's ControllerApis.createTopics
+// answers, the repeated name gets a single INVALID_REQUEST result and is
+// not created, and the other topics are created as usual.
+func TestCreateTopicsDuplicateName(t *testing.T) {
+	b := startBroker(t, nil)
+	cl := newClient(t, b.Addr())
+	r := kmsg.NewPtrCreateTopicsRequest()
+	r.TimeoutMillis = 10000
+	for _, name := range []string{"dup", "single", "dup", "dup"} {
+		ct := kmsg.NewCreateTopicsRequestTopic()
+		ct.Topic, ct.NumPartitions, ct.ReplicationFactor = name, 1, 1
+		r.Topics = append(r.Topics, ct)
+	}
+	resp, err := r.RequestWith(testContext(t), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := map[string][]int16{}
+	for _, rt := range resp.Topics {
+		results[rt.Topic] = append(results[rt.Topic], rt.ErrorCode)
+	}
+	if len(resp.Topics) != 2 || len(results["dup"]) != 1 || results["dup"][0] != kerr.InvalidRequest.Code ||
+		len(results["single"]) != 1 || results["single"][0] != 0 {
+		t.Fatalf("results %v, want dup once INVALID_REQUEST and single created", results)
+	}
+	topics, err := kadm.NewClient(cl).ListTopics(testContext(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if topics.Has("dup") || !topics.Has("single") {
+		t.Fatalf("topics after the request: %v", topics.Names())
+	}
+}
