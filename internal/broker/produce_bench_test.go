@@ -49,6 +49,16 @@ func BenchmarkProduceDurable(b *testing.B) {
 	benchProduce(b, record.CodecNone, map[string]string{"log.flush.interval.messages": "1"})
 }
 
+// BenchmarkProduceRolling is BenchmarkProduce, uncompressed, with
+// log.segment.bytes=1048576: each partition rolls every ~10,000 records,
+// so the figure includes the rolls and their segments' background flush
+// (the storage Manager's roll flusher), which must not slow the appends.
+//
+//	go test ./internal/broker -run XXX -bench 'ProduceRolling$' -benchtime 200000x
+func BenchmarkProduceRolling(b *testing.B) {
+	benchProduce(b, record.CodecNone, map[string]string{"log.segment.bytes": "1048576"})
+}
+
 func benchProduce(b *testing.B, codec int, settings map[string]string) {
 	benchProduceWith(b, codec, settings, nil)
 }
