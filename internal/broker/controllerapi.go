@@ -109,11 +109,13 @@ func (b *Broker) serveControllerListener(ln net.Listener, kafka *chanListener) {
 					conn.Close() // not open yet: the peer dials again
 					return
 				}
-				if err := b.admitRaft(conn, r); err != nil {
+				p, err := b.admitRaft(conn, r)
+				if err != nil {
 					b.logger.Warn("refusing a raft connection", "remote", conn.RemoteAddr().String(), "err", err)
 					conn.Close()
 					return
 				}
+				defer b.watchRaft(conn, p)()
 				if err := node.ServeConn(conn, r); err != nil && !errors.Is(err, io.EOF) {
 					b.logger.Debug("raft connection closed", "remote", conn.RemoteAddr().String(), "err", err)
 				}

@@ -32,7 +32,8 @@ import (
 // What comes in is authorized as Kafka's ControllerApis authorizes it,
 // when authorizer.class.name is set: a Raft connection needs CLUSTER_ACTION
 // on the cluster (Kafka's Vote, BeginQuorumEpoch, EndQuorumEpoch and the
-// raft Fetch), checked once it has authenticated; so do BrokerRegistration,
+// raft Fetch), checked once it has authenticated and then every second
+// while it is open (watchRaft); so do BrokerRegistration,
 // BrokerHeartbeat, AlterPartition, AllocateProducerIds, the metadata Fetch
 // and FetchSnapshot, and the admin requests brokers forward (the broker
 // has authorized them as its client's principal, and forwarding needs
@@ -205,7 +206,7 @@ var errRaftRefused = errors.New("broker: raft connection refused")
 // controller listener, whose Magic has been read from r: a SASL exchange
 // on a SASL listener, the client certificate's principal on an SSL
 // listener (ANONYMOUS without one), then CLUSTER_ACTION on the cluster.
-func (b *Broker) admitRaft(conn net.Conn, r *bufio.Reader) error {
+func (b *Broker) admitRaft(conn net.Conn, r *bufio.Reader) (auth.Principal, error) {
 	bl := b.controllerBL
 	host := ""
 	if addr, ok := conn.RemoteAddr().(*net.TCPAddr); ok {
@@ -216,21 +217,72 @@ func (b *Broker) admitRaft(conn net.Conn, r *bufio.Reader) error {
 	case bl.sasl != nil:
 		var err error
 		if p, err = b.raftSASL(conn, r, bl.sasl); err != nil {
-			return err
+			return p, err
 		}
 	case isTLS:
 		if st := tc.ConnectionState(); len(st.PeerCertificates) > 0 {
 			name, err := b.principalMapper.Map(auth.SubjectDN(st.PeerCertificates[0]))
 			if err != nil {
-				return fmt.Errorf("%w: client certificate: %v", errRaftRefused, err)
+				return p, fmt.Errorf("%w: client certificate: %v", errRaftRefused, err)
 			}
 			p = auth.User(name)
 		}
 	}
 	if !b.mayClusterAction(p, host) {
-		return fmt.Errorf("%w: %v lacks CLUSTER_ACTION on the cluster", errRaftRefused, p)
+		return p, fmt.Errorf("%w: %v lacks CLUSTER_ACTION on the cluster", errRaftRefused, p)
 	}
-	return nil
+	return p, nil
+}
+
+// raftRecheckInterval is how often an admitted Raft connection's right to
+// stay is checked (watchRaft).
+const raftRecheckInterval = time.Second
+
+// watchRaft closes an admitted Raft connection once its principal may no
+// longer do CLUSTER_ACTION (its ACL was deleted: Kafka authorizes each
+// Vote and raft Fetch, a Raft stream here is checked every
+// raftRecheckInterval), and, on a SASL listener with
+// connections.max.reauth.ms, once that has passed since it authenticated:
+// the peer dials again and authenticates afresh, where a Kafka connection
+// would re-authenticate (KIP-368). It returns the function that ends the
+// watch.
+func (b *Broker) watchRaft(conn net.Conn, p auth.Principal) func() {
+	var expires time.Time
+	if d := b.reauthLifetime(); d > 0 && b.controllerBL.sasl != nil {
+		expires = b.now().Add(d)
+	}
+	if b.controllerAuthorizer() == nil && expires.IsZero() {
+		return func() {}
+	}
+	host := ""
+	if addr, ok := conn.RemoteAddr().(*net.TCPAddr); ok {
+		host = addr.IP.String()
+	}
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(raftRecheckInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-b.ctx.Done():
+				return
+			case <-t.C:
+			}
+			switch {
+			case !b.mayClusterAction(p, host):
+				b.logger.Warn("closing a raft connection: its principal lost CLUSTER_ACTION on the cluster", "principal", p, "remote", conn.RemoteAddr().String())
+			case !expires.IsZero() && b.now().After(expires):
+				b.logger.Debug("closing a raft connection: connections.max.reauth.ms passed; the peer authenticates again", "principal", p, "remote", conn.RemoteAddr().String())
+			default:
+				continue
+			}
+			conn.Close()
+			return
+		}
+	}()
+	return func() { close(done) }
 }
 
 // raftVersions are the requests a Raft connection authenticates with.

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"net"
 	"reflect"
 	"strconv"
@@ -280,7 +282,9 @@ func testControllerListener(t *testing.T, protocol string) {
 
 	// A Raft connection: alice's authenticates, then is dropped; one with
 	// wrong credentials is refused.
-	raftAs := func(id identity) error {
+	// raftConnect opens a Raft connection to the active controller and
+	// authenticates it; the caller closes it.
+	raftConnect := func(id identity) (net.Conn, error) {
 		conn, err := net.Dial("tcp", ctrl[leader-1])
 		if err != nil {
 			t.Fatal(err)
@@ -288,19 +292,32 @@ func testControllerListener(t *testing.T, protocol string) {
 		if cfg := tlsFor(id); cfg != nil {
 			conn = tls.Client(conn, cfg)
 		}
-		defer conn.Close()
 		conn.SetDeadline(time.Now().Add(20 * time.Second))
 		if _, err := conn.Write(quorum.Magic[:]); err != nil {
-			return err
+			return conn, err
 		}
 		if config.IsSASL(protocol) {
 			peer := &Broker{nodeID: 99, controllerSec: &controllerSecurity{mechanism: plain.Auth{User: id.user, Pass: id.pass}.AsMechanism()}}
 			if err := peer.authenticateToController(ctx, conn, ctrl[leader-1]); err != nil {
-				return err
+				return conn, err
 			}
 		}
-		conn.SetReadDeadline(time.Now().Add(20 * time.Second))
-		_, err = bufio.NewReader(conn).ReadByte()
+		conn.SetDeadline(time.Time{})
+		return conn, nil
+	}
+	// readOne waits for the controller to write or close; a timeout means
+	// it kept the connection open.
+	readOne := func(conn net.Conn, wait time.Duration) error {
+		conn.SetReadDeadline(time.Now().Add(wait))
+		_, err := bufio.NewReader(conn).ReadByte()
+		return err
+	}
+	raftAs := func(id identity) error {
+		conn, err := raftConnect(id)
+		if err == nil {
+			err = readOne(conn, 20*time.Second)
+		}
+		conn.Close()
 		return err
 	}
 	if err := raftAs(alice); err == nil || errors.Is(err, kerr.SaslAuthenticationFailed) || isTimeout(err) {
@@ -326,6 +343,28 @@ func testControllerListener(t *testing.T, protocol string) {
 		code, err := heartbeat(controllerClient(alice))
 		return err == nil && code != denied
 	})
+
+	// Her Raft connection is now served (its hello names another voter),
+	// until the ACL is deleted.
+	conn, err := raftConnect(alice)
+	if err != nil {
+		t.Fatalf("alice's raft connection with CLUSTER_ACTION: %v", err)
+	}
+	defer conn.Close()
+	other := leader%3 + 1
+	hello := []byte(fmt.Sprintf(`{"nodeId":%d}`, other+1)) // Raft ids are node ids + 1
+	if _, err := conn.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(hello))), hello...)); err != nil {
+		t.Fatal(err)
+	}
+	if err := readOne(conn, 3*raftRecheckInterval); !isTimeout(err) {
+		t.Fatalf("alice's raft connection with CLUSTER_ACTION: %v, want it kept open", err)
+	}
+	if res, err := adm.DeleteACLs(ctx, kadm.NewACLs().Allow(alicePrincipal).AllowHosts().Clusters().Operations(kadm.OpClusterAction)); err != nil || res[0].Err != nil {
+		t.Fatalf("deleting the ACL: %v %v", err, res)
+	}
+	if err := readOne(conn, 30*time.Second); err == nil || isTimeout(err) {
+		t.Fatalf("alice's raft connection after her ACL was deleted: %v, want it closed", err)
+	}
 }
 
 func isTimeout(err error) bool {
