@@ -434,21 +434,22 @@ func authorizeAddPartitionsToTxn(b *Broker, a access, ctx context.Context, c *wi
 	return next(b, ctx, c, req)
 }
 
-// authorizeTxnWrite is the rule of AddOffsetsToTxn (which also needs READ
-// on the group) and EndTxn: WRITE on the transactional id.
+// authorizeTxnWrite is the rule of AddOffsetsToTxn and EndTxn: WRITE on
+// the transactional id, then, for AddOffsetsToTxn, READ on the group (in
+// that order, as KafkaApis checks them).
 func authorizeTxnWrite(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
-	var id string
+	var id, group string
 	switch r := req.Body.(type) {
 	case *kmsg.AddOffsetsToTxnRequest:
-		id = r.TransactionalID
-		if !a.group(auth.OpRead, r.Group) {
-			return errorResponse(req, groupDenied)
-		}
+		id, group = r.TransactionalID, r.Group
 	case *kmsg.EndTxnRequest:
 		id = r.TransactionalID
 	}
 	if !a.can(auth.OpWrite, auth.ResourceTransactionalID, id) {
 		return errorResponse(req, txnDenied)
+	}
+	if _, ok := req.Body.(*kmsg.AddOffsetsToTxnRequest); ok && !a.group(auth.OpRead, group) {
+		return errorResponse(req, groupDenied)
 	}
 	return next(b, ctx, c, req)
 }

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -53,7 +54,9 @@ func authorizeTxnOffsetCommit(b *Broker, a access, ctx context.Context, c *wire.
 	return respond(resp)
 }
 
-// authorizeDescribeTransactions: DESCRIBE on each transactional id.
+// authorizeDescribeTransactions: DESCRIBE on each transactional id; the
+// partitions of topics the principal may not DESCRIBE are left out of the
+// transactions it may, as KafkaApis does.
 func authorizeDescribeTransactions(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 	r := req.Body.(*kmsg.DescribeTransactionsRequest)
 	denied, kept := splitNames(r.TransactionalIDs, func(id string) bool {
@@ -62,6 +65,12 @@ func authorizeDescribeTransactions(b *Broker, a access, ctx context.Context, c *
 	r.TransactionalIDs = kept
 	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) {
 		resp := body.(*kmsg.DescribeTransactionsResponse)
+		for i := range resp.TransactionStates {
+			st := &resp.TransactionStates[i]
+			st.Topics = slices.DeleteFunc(st.Topics, func(t kmsg.DescribeTransactionsResponseTransactionStateTopic) bool {
+				return !a.topic(auth.OpDescribe, t.Topic)
+			})
+		}
 		for _, id := range denied {
 			st := kmsg.NewDescribeTransactionsResponseTransactionState()
 			st.TransactionalID, st.ErrorCode, st.ProducerID, st.ProducerEpoch = id, txnDenied, -1, -1
