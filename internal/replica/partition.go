@@ -159,26 +159,35 @@ func New(topic string, index int32, log *storage.Log, s Settings, opts Options) 
 // crash, or a torn .txnindex) and replays the batch headers written after
 // it. Markers are read whole, and the index entries of the aborted
 // transactions the replay finds replace those from its start on: a crash
-// may have lost them, or left entries of a truncated tail. With no usable
-// snapshot there, the replay starts at the log start, as Kafka rebuilds
-// from the log start when it finds no snapshot.
+// may have lost them, or left entries of a truncated tail. A snapshot that
+// does not load (a roll's, which a power loss caught before its flush
+// synced it) gives way to the next older one. With no usable snapshot
+// there, the replay starts at the log start, as Kafka rebuilds from the
+// log start when it finds no snapshot.
 func (p *Partition) rebuildProducers() error {
 	defer p.publishFirstUnstableLocked()
 	suspect := p.log.TxnIndexSuspectFrom()
-	offset, data := p.log.LogStartOffset(), []byte(nil)
-	if offs := p.log.SnapshotOffsets(); len(offs) > 0 {
-		if i, found := slices.BinarySearch(offs, suspect); found || i > 0 {
-			if !found {
-				i--
-			}
-			if d, err := p.log.ReadSnapshot(offs[i]); err == nil {
-				offset, data = offs[i], d
-			}
+	var (
+		state   *producer.PartitionState
+		aborted replayedAborts
+		err     error
+		offset  int64
+		loaded  bool
+	)
+	offs := p.log.SnapshotOffsets()
+	for i := len(offs) - 1; i >= 0 && !loaded; i-- {
+		if offs[i] > suspect {
+			continue
 		}
+		data, rerr := p.log.ReadSnapshot(offs[i])
+		if rerr != nil {
+			continue
+		}
+		offset = offs[i]
+		state, aborted, err = p.replayProducers(data, offset)
+		loaded = err == nil
 	}
-	state, aborted, err := p.replayProducers(data, offset)
-	if err != nil && data != nil {
-		// A corrupt snapshot: rebuild from the whole log instead.
+	if !loaded {
 		offset = p.log.LogStartOffset()
 		state, aborted, err = p.replayProducers(nil, offset)
 	}

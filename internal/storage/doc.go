@@ -163,7 +163,8 @@
 // goroutine) calls FlushRolled, which syncs the segments before the active
 // one (data, indexes, .txnindex, directory entries) and moves the recovery
 // point to the active segment's base offset, as Kafka's roll schedules
-// flushUptoOffsetExclusive(newSegment.baseOffset); the Manager also queues
+// flushUptoOffsetExclusive(newSegment.baseOffset), and syncs the producer
+// snapshot the roll wrote unsynced (WriteRollSnapshot); the Manager also queues
 // at open every log whose recovery point is below its active segment. The
 // Manager writes the recovery points to recovery-point-offset-checkpoint
 // every log.flush.offset.checkpoint.interval.ms (60 s) and at Close, so a
@@ -232,4 +233,6 @@
 // Log's locks are taken, except Log.mu through read-only accessors.
 // Manager.rollMu guards the roll flusher's queue; a roll takes it under
 // Log.appendMu, and nothing is taken under it.
+// Log.unsyncedSnapshotsMu guards the snapshots WriteRollSnapshot wrote
+// unsynced; it is taken under any of a Log's locks, and none under it.
 package storage

@@ -152,6 +152,9 @@ func (l *Log) flushLocked(rolledOnly bool) error {
 			return l.fail("syncing segment "+segmentName(s.baseOffset), err)
 		}
 	}
+	if err := l.syncSnapshots(dir); err != nil {
+		return l.fail("syncing a producer snapshot", err)
+	}
 	if syncDir {
 		if err := vfs.SyncDir(l.fs, dir); err != nil {
 			return l.fail("syncing directory", err)

@@ -73,6 +73,11 @@ type Log struct {
 	cleanMu    sync.Mutex // serializes cleanings; before appendMu, held across their I/O
 	appendMu   sync.Mutex
 	snapshotMu sync.Mutex // producer snapshot files; after appendMu, before flushMu
+	// unsyncedSnapshots are the offsets of the snapshots WriteRollSnapshot
+	// wrote since the last flush; unsyncedSnapshotsMu, taken under any
+	// other lock and with none under it, guards it.
+	unsyncedSnapshotsMu sync.Mutex
+	unsyncedSnapshots   map[int64]struct{}
 	// txnMu guards the aborted-transaction indexes (txnindex.go); after
 	// appendMu, snapshotMu and flushMu, before mu.
 	txnMu sync.Mutex
@@ -351,6 +356,9 @@ func (l *Log) Close() error {
 	l.mu.Unlock()
 
 	var errs []error
+	if l.Offline() == nil {
+		errs = append(errs, l.syncSnapshots(l.dir))
+	}
 	if len(segs) > 0 && l.Offline() == nil {
 		active := segs[len(segs)-1]
 		if err := active.becomeInactive(); err != nil {

@@ -321,3 +321,70 @@ func TestRollDoesNotWaitForFsync(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestWriteRollSnapshotSyncedByFlush: a roll's snapshot is written without
+// an fsync; a power loss before the next flush may lose it, and after the
+// flush (the roll flusher's, which WriteRollSnapshot queues even when the
+// recovery point is there already) it survives, content and directory
+// entry.
+func TestWriteRollSnapshotSyncedByFlush(t *testing.T) {
+	dir := "/data"
+	fs := newMem(t, dir)
+	cfg := testConfig()
+	m, err := OpenManager(fs, dir, ManagerOptions{Logger: quietLogger(), Default: cfg, DisableCleaner: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	l, err := m.GetOrCreate("orders", 0, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fillSegments(t, l, 3)
+	active := l.SegmentBaseOffsets()[2]
+	data := []byte("a producer snapshot's bytes")
+	if err := l.WriteRollSnapshot(active, data); err != nil {
+		t.Fatal(err)
+	}
+	path := l.snapshotPath(l.Dir(), active)
+	if got, err := vfs.ReadFile(fs, path); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read back %q, %v", got, err)
+	}
+	if got, err := vfs.ReadFile(fs.CrashClone(), path); err == nil && bytes.Equal(got, data) {
+		t.Fatal("the snapshot survived a power loss before any flush: was it synced on the caller's path?")
+	}
+	// The roll flusher runs once started: the rolls and the snapshot were
+	// queued.
+	m.Start()
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		crashed := fs.CrashClone()
+		got, err := vfs.ReadFile(crashed, path)
+		if err == nil && bytes.Equal(got, data) && l.RecoveryPoint() == active {
+			r := openTestLog(t, crashed, filepath.Join(dir, "orders-0"), cfg, LogOptions{RecoveryPoint: active})
+			if offs := r.SnapshotOffsets(); !slices.Contains(offs, active) {
+				t.Fatalf("snapshots %v after the crash, want %d", offs, active)
+			}
+			r.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the snapshot is not durable (%q, %v), recovery point %d", got, err, l.RecoveryPoint())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// Already at the recovery point: a snapshot written now is synced by
+	// a round of its own.
+	data2 := []byte("written again")
+	if err := l.WriteRollSnapshot(active, data2); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		if got, err := vfs.ReadFile(fs.CrashClone(), path); err == nil && bytes.Equal(got, data2) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the second snapshot is not durable")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -19,6 +19,22 @@ func (l *Log) snapshotPath(dir string, offset int64) string {
 // after every batch below it) as "%020d.snapshot", atomically. data belongs
 // to the caller. It may run concurrently with Append.
 func (l *Log) WriteSnapshot(offset int64, data []byte) error {
+	return l.writeSnapshot(offset, data, true)
+}
+
+// WriteRollSnapshot is WriteSnapshot for the snapshot a roll takes at the
+// new segment's base offset, without an fsync on the caller's path, as
+// Kafka's roll takes it (takeSnapshot without a flush) and syncs it in the
+// flush it schedules: the file is renamed into place unsynced, and the
+// next flush of the log syncs it and its directory entry; the log is
+// queued for the Manager's roll flusher again to make that soon. A power
+// loss before then may leave the file empty or torn, which its CRC shows:
+// the replica then falls back to an older snapshot.
+func (l *Log) WriteRollSnapshot(offset int64, data []byte) error {
+	return l.writeSnapshot(offset, data, false)
+}
+
+func (l *Log) writeSnapshot(offset int64, data []byte, sync bool) error {
 	l.snapshotMu.Lock()
 	defer l.snapshotMu.Unlock()
 	if err := l.Offline(); err != nil {
@@ -38,7 +54,11 @@ func (l *Log) WriteSnapshot(offset int64, data []byte) error {
 			return nil
 		}
 	}
-	if err := vfs.WriteFileAtomic(l.fs, l.snapshotPath(l.Dir(), offset), data); err != nil {
+	write := vfs.WriteFileAtomic
+	if !sync {
+		write = writeFileRenamed
+	}
+	if err := write(l.fs, l.snapshotPath(l.Dir(), offset), data); err != nil {
 		return fmt.Errorf("storage: writing snapshot %d of %s: %w", offset, l, err)
 	}
 	l.mu.Lock()
@@ -46,6 +66,63 @@ func (l *Log) WriteSnapshot(offset int64, data []byte) error {
 		l.snapshots = slices.Insert(l.snapshots, i, offset)
 	}
 	l.mu.Unlock()
+	if !sync {
+		l.unsyncedSnapshotsMu.Lock()
+		if l.unsyncedSnapshots == nil {
+			l.unsyncedSnapshots = map[int64]struct{}{}
+		}
+		l.unsyncedSnapshots[offset] = struct{}{}
+		l.unsyncedSnapshotsMu.Unlock()
+		l.unflushedDir.Store(true)
+		if l.rolled != nil {
+			l.rolled(l)
+		}
+	}
+	return nil
+}
+
+// writeFileRenamed is vfs.WriteFileAtomic without its fsyncs: readers see
+// the old file or the new one whole, but a power loss may keep neither.
+func writeFileRenamed(fs vfs.FS, name string, data []byte) error {
+	tmp := name + tmpSuffix
+	f, err := fs.Create(tmp)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return fs.Rename(tmp, name)
+}
+
+// syncSnapshots syncs the snapshot files WriteRollSnapshot wrote (their
+// directory entries are the caller's: unflushedDir). l.flushMu must be
+// held.
+func (l *Log) syncSnapshots(dir string) error {
+	l.unsyncedSnapshotsMu.Lock()
+	pending := l.unsyncedSnapshots
+	l.unsyncedSnapshots = nil
+	l.unsyncedSnapshotsMu.Unlock()
+	for offset := range pending {
+		f, err := l.fs.Open(l.snapshotPath(dir, offset))
+		if errors.Is(err, os.ErrNotExist) {
+			continue // deleted since
+		}
+		if err != nil {
+			return err
+		}
+		err = f.Sync()
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
