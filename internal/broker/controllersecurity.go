@@ -117,17 +117,36 @@ func (b *Broker) dialController(ctx context.Context, network, addr string) (net.
 	if err != nil || b.controllerSec == nil || b.controllerSec.mechanism == nil {
 		return conn, err
 	}
-	if err := b.authenticateToController(ctx, conn, addr); err != nil {
+	lifetime, err := b.authenticateToController(ctx, conn, addr)
+	if err != nil {
 		conn.Close()
 		return nil, err
+	}
+	if lifetime > 0 {
+		// Redial before the session ends, as Kafka clients re-authenticate
+		// at 85-95% of it: the controller closes a connection whose
+		// session expired at its next request.
+		return &expiringConn{Conn: conn, expires: time.Now().Add(lifetime * 85 / 100)}, nil
 	}
 	return conn, nil
 }
 
+// expiringConn is a connection whose SASL session ends at expires; wire's
+// Client redials rather than use it after that.
+type expiringConn struct {
+	net.Conn
+	expires time.Time
+}
+
+// Expired implements what wire.Client asks of a connection before it
+// sends on it.
+func (c *expiringConn) Expired() bool { return !time.Now().Before(c.expires) }
+
 // authenticateToController runs the client's side of a SASL exchange on a
 // connection to the controller listener: SaslHandshake v1, then
-// SaslAuthenticate until the mechanism is done.
-func (b *Broker) authenticateToController(ctx context.Context, conn net.Conn, addr string) error {
+// SaslAuthenticate until the mechanism is done. It returns the session's
+// lifetime, zero when it does not expire.
+func (b *Broker) authenticateToController(ctx context.Context, conn net.Conn, addr string) (time.Duration, error) {
 	m := b.controllerSec.mechanism
 	r := bufio.NewReader(conn)
 	clientID := "strata-node-" + itoa(b.nodeID)
@@ -140,22 +159,22 @@ func (b *Broker) authenticateToController(ctx context.Context, conn net.Conn, ad
 	hs.Version, hs.Mechanism = 1, m.Name()
 	resp, err := exchange(hs)
 	if err != nil {
-		return fmt.Errorf("broker: SaslHandshake with the controller listener at %s: %w", addr, err)
+		return 0, fmt.Errorf("broker: SaslHandshake with the controller listener at %s: %w", addr, err)
 	}
 	if err := kerr.ErrorForCode(resp.(*kmsg.SASLHandshakeResponse).ErrorCode); err != nil {
-		return fmt.Errorf("broker: SaslHandshake with the controller listener at %s (%s): %w", addr, m.Name(), err)
+		return 0, fmt.Errorf("broker: SaslHandshake with the controller listener at %s (%s): %w", addr, m.Name(), err)
 	}
 	host, _, _ := net.SplitHostPort(addr)
 	session, token, err := m.Authenticate(ctx, host)
 	if err != nil {
-		return fmt.Errorf("broker: SASL %s: %w", m.Name(), err)
+		return 0, fmt.Errorf("broker: SASL %s: %w", m.Name(), err)
 	}
 	for {
 		ar := kmsg.NewPtrSASLAuthenticateRequest()
 		ar.Version, ar.SASLAuthBytes = 1, token
 		resp, err := exchange(ar)
 		if err != nil {
-			return fmt.Errorf("broker: SaslAuthenticate with the controller listener at %s: %w", addr, err)
+			return 0, fmt.Errorf("broker: SaslAuthenticate with the controller listener at %s: %w", addr, err)
 		}
 		r := resp.(*kmsg.SASLAuthenticateResponse)
 		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
@@ -163,14 +182,14 @@ func (b *Broker) authenticateToController(ctx context.Context, conn net.Conn, ad
 			if r.ErrorMessage != nil {
 				msg = *r.ErrorMessage
 			}
-			return fmt.Errorf("broker: authenticating to the controller listener at %s with %s: %w: %s", addr, m.Name(), err, msg)
+			return 0, fmt.Errorf("broker: authenticating to the controller listener at %s with %s: %w: %s", addr, m.Name(), err, msg)
 		}
 		done, next, err := session.Challenge(r.SASLAuthBytes)
 		if err != nil {
-			return fmt.Errorf("broker: SASL %s with the controller listener at %s: %w", m.Name(), addr, err)
+			return 0, fmt.Errorf("broker: SASL %s with the controller listener at %s: %w", m.Name(), addr, err)
 		}
 		if done {
-			return nil
+			return time.Duration(r.SessionLifetimeMillis) * time.Millisecond, nil
 		}
 		token = next
 	}
@@ -191,7 +210,8 @@ func (b *Broker) raftAuthenticate() func(net.Conn) error {
 	return func(conn net.Conn) error {
 		ctx, cancel := context.WithTimeout(b.ctx, raftAuthTimeout)
 		defer cancel()
-		return b.authenticateToController(ctx, conn, conn.RemoteAddr().String())
+		_, err := b.authenticateToController(ctx, conn, conn.RemoteAddr().String())
+		return err
 	}
 }
 

@@ -298,7 +298,7 @@ func testControllerListener(t *testing.T, protocol string) {
 		}
 		if config.IsSASL(protocol) {
 			peer := &Broker{nodeID: 99, controllerSec: &controllerSecurity{mechanism: plain.Auth{User: id.user, Pass: id.pass}.AsMechanism()}}
-			if err := peer.authenticateToController(ctx, conn, ctrl[leader-1]); err != nil {
+			if _, err := peer.authenticateToController(ctx, conn, ctrl[leader-1]); err != nil {
 				return conn, err
 			}
 		}
@@ -437,4 +437,48 @@ func hasErrorCode(v reflect.Value, code int16) bool {
 		}
 	}
 	return false
+}
+
+// TestControllerClientRenewsSession: with connections.max.reauth.ms on a
+// SASL controller listener, the controller closes a connection whose
+// session expired at its next request; the node's controller client
+// redials before that, so its first request after a session's lifetime
+// is answered.
+func TestControllerClientRenewsSession(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctrl := ln.Addr().String()
+	ln.Close()
+	const lifetime = time.Second
+	b := startBroker(t, map[string]string{
+		"node.id":                                         "1",
+		"process.roles":                                   "broker,controller",
+		"controller.quorum.voters":                        "1@" + ctrl,
+		"listeners":                                       "PLAINTEXT://127.0.0.1:0,CONTROLLER://" + ctrl,
+		"listener.security.protocol.map":                  "PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
+		"sasl.enabled.mechanisms":                         "PLAIN",
+		"sasl.mechanism.controller.protocol":              "PLAIN",
+		"listener.name.controller.plain.sasl.jaas.config": `org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" password="broker-secret" user_broker="broker-secret";`,
+		"connections.max.reauth.ms":                       strconv.Itoa(int(lifetime / time.Millisecond)),
+	})
+	cl := wire.NewClient(ctrl, "session-test")
+	cl.Dial = b.dialController
+	defer cl.Close()
+	ctx := testContext(t)
+	versions := func() error {
+		req := kmsg.NewPtrApiVersionsRequest()
+		req.Version = 3
+		_, err := cl.Request(ctx, req)
+		return err
+	}
+	if err := versions(); err != nil {
+		t.Fatal(err)
+	}
+	// The session's lifetime is what this test is about: wait it out.
+	<-time.After(lifetime + 200*time.Millisecond)
+	if err := versions(); err != nil {
+		t.Fatalf("the first request after the session's lifetime: %v", err)
+	}
 }

@@ -21,7 +21,9 @@ type Client struct {
 	// MaxResponseSize bounds a response frame before it is allocated; 100
 	// MiB when zero.
 	MaxResponseSize int32
-	// Dial connects; net.Dialer.DialContext when nil.
+	// Dial connects; net.Dialer.DialContext when nil. A connection it
+	// returns that has an Expired() bool method is dropped and redialed,
+	// before a request, once that says true (a SASL session's end).
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	mu          sync.Mutex
@@ -41,6 +43,10 @@ func (c *Client) Addr() string { return c.addr }
 func (c *Client) Request(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if e, ok := c.conn.(interface{ Expired() bool }); ok && e.Expired() {
+		c.conn.Close()
+		c.conn, c.r = nil, nil
+	}
 	if c.conn == nil {
 		dial := c.Dial
 		if dial == nil {
