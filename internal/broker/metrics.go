@@ -40,12 +40,14 @@ var (
 	descGroupLagSeconds  = prometheus.NewDesc("strata_consumer_group_lag_seconds", "Age of the oldest record a group has not committed past (0 when caught up).", []string{"group", "topic", "partition"}, nil)
 	descOpenTxns         = prometheus.NewDesc("strata_transactions_open", "Transactions coordinated here that are open or completing, by state (Ongoing, PrepareCommit, PrepareAbort).", []string{"state"}, nil)
 	descOldestTxnAge     = prometheus.NewDesc("strata_transaction_oldest_open_age_seconds", "Age of the oldest open transaction coordinated here (0 when none).", nil, nil)
+	descQuotaThrottles   = prometheus.NewDesc("strata_quota_throttles_total", "Responses throttled, and connections refused, for a client quota, by quota (Kafka: the quota managers' throttle-time sensors).", []string{"quota"}, nil)
+	descQuotaThrottled   = prometheus.NewDesc("strata_quota_throttle_seconds_total", "The total of the throttles answered for a client quota, by quota.", []string{"quota"}, nil)
 	descLastStableLag    = prometheus.NewDesc("strata_last_stable_offset_lag", "Records between a partition's last stable offset and its high watermark: what open transactions hold back from read_committed consumers.", []string{"topic", "partition"}, nil)
 )
 
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descPartitions, descLeaders, descUnderReplicated, descUnderMinISR, descOffline,
-		descActiveController, descQuorumLeader, descQuorumTerm, descMetadataOffset, descFencedBrokers, descActiveBrokers, descLogSize, descLogEnd, descLogStart, descFetcherLag, descFetcherMaxLag, descThrottleRate, descThrottleHeld, descGroupLag, descGroupLagSeconds, descOpenTxns, descOldestTxnAge, descLastStableLag} {
+		descActiveController, descQuorumLeader, descQuorumTerm, descMetadataOffset, descFencedBrokers, descActiveBrokers, descLogSize, descLogEnd, descLogStart, descFetcherLag, descFetcherMaxLag, descThrottleRate, descThrottleHeld, descGroupLag, descGroupLagSeconds, descOpenTxns, descOldestTxnAge, descLastStableLag, descQuotaThrottles, descQuotaThrottled} {
 		ch <- d
 	}
 }
@@ -101,6 +103,10 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for side, q := range map[string]*replica.Quota{"leader": b.leaderQuota, "follower": b.followerQuota} {
 		ch <- prometheus.MustNewConstMetric(descThrottleRate, prometheus.GaugeValue, q.Rate(now), side)
 		ch <- prometheus.MustNewConstMetric(descThrottleHeld, prometheus.CounterValue, float64(q.HeldBack()), side)
+	}
+	for key, th := range b.quotas.Throttled() {
+		ch <- prometheus.MustNewConstMetric(descQuotaThrottles, prometheus.CounterValue, float64(th.Count), key)
+		ch <- prometheus.MustNewConstMetric(descQuotaThrottled, prometheus.CounterValue, th.Total.Seconds(), key)
 	}
 	ch <- prometheus.MustNewConstMetric(descPartitions, prometheus.GaugeValue, float64(hosted))
 	ch <- prometheus.MustNewConstMetric(descLeaders, prometheus.GaugeValue, float64(leaders))

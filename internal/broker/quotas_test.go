@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -134,7 +135,7 @@ func (h *throttleHook) OnBrokerThrottle(_ kgo.BrokerMetadata, d time.Duration, _
 // passes it (and franz-go sees the throttle), while a client id without a
 // quota, sending as many of the same requests, never is.
 func TestRequestPercentageQuota(t *testing.T) {
-	b := startBroker(t, nil)
+	b := startBroker(t, map[string]string{"strata.admin.listener": "127.0.0.1:0"})
 	adm := newAdmin(t, b.Addr())
 	ctx := testContext(t)
 	createTopic(t, adm, "rq", 3, nil)
@@ -173,6 +174,9 @@ func TestRequestPercentageQuota(t *testing.T) {
 	t.Logf("throttled after %d requests", sent)
 	if hook.n.Load() == 0 {
 		t.Fatal("franz-go saw no throttle")
+	}
+	if body := scrape(t, "http://"+b.AdminAddr()+"/metrics"); !strings.Contains(body, `strata_quota_throttles_total{quota="request_percentage"}`) {
+		t.Fatalf("no request_percentage throttles in /metrics:\n%s", body)
 	}
 	free := newClient(t, b.Addr(), kgo.ClientID("free"))
 	for i := 0; i < sent; i++ {

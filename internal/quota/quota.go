@@ -45,9 +45,17 @@ type Manager struct {
 	windows    int
 	windowSize time.Duration
 
-	mu     sync.Mutex
-	rates  map[rateKey]*rate
-	sweeps int
+	mu        sync.Mutex
+	rates     map[rateKey]*rate
+	sweeps    int
+	throttled map[string]Throttles
+}
+
+// Throttles counts the throttles one quota key answered: how many, and
+// their total length.
+type Throttles struct {
+	Count uint64
+	Total time.Duration
 }
 
 type rateKey struct {
@@ -69,7 +77,7 @@ func NewManager(windows int, size time.Duration) *Manager {
 	if size <= 0 {
 		size = DefaultWindowSize
 	}
-	return &Manager{windows: windows, windowSize: size, rates: map[rateKey]*rate{}}
+	return &Manager{windows: windows, windowSize: size, rates: map[rateKey]*rate{}, throttled: map[string]Throttles{}}
 }
 
 // Record adds n bytes to the rate of key (ProducerByteRate or
@@ -83,7 +91,29 @@ func (m *Manager) Record(key, entity string, n int64, limit float64, now time.Ti
 		return 0
 	}
 	throttle := time.Duration((observed - limit) / limit * float64(span))
-	return min(throttle, span)
+	return m.count(key, min(throttle, span))
+}
+
+// count adds a throttle of key to its counts and returns it.
+func (m *Manager) count(key string, d time.Duration) time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t := m.throttled[key]
+	t.Count++
+	t.Total += d
+	m.throttled[key] = t
+	return d
+}
+
+// Throttled returns, per quota key, the throttles answered so far.
+func (m *Manager) Throttled() map[string]Throttles {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]Throttles, len(m.throttled))
+	for k, t := range m.throttled {
+		out[k] = t
+	}
+	return out
 }
 
 // RecordRequestTime adds d, the time one request of entity spent in the
@@ -99,7 +129,7 @@ func (m *Manager) RecordRequestTime(entity string, d time.Duration, limit float6
 		return 0
 	}
 	throttle := time.Duration((observed - limit) / limit * float64(elapsed))
-	return min(throttle, m.windowSize)
+	return m.count(RequestPercentage, min(throttle, m.windowSize))
 }
 
 // RecordConnection counts a new connection from ip, whose
@@ -119,7 +149,7 @@ func (m *Manager) RecordConnection(ip string, limit float64, now time.Time) time
 	}
 	m.record(ConnectionCreationRate, ip, -1, now)
 	throttle := time.Duration((observed - limit) / limit * float64(elapsed))
-	return min(throttle, m.windowSize)
+	return m.count(ConnectionCreationRate, min(throttle, m.windowSize))
 }
 
 // record adds v to the rate of key for entity and returns the rate after

@@ -95,6 +95,10 @@ func TestRequestTime(t *testing.T) {
 	if d := m.RecordRequestTime("user=a", time.Millisecond, 10, now.Add(12*time.Second)); d != 0 {
 		t.Fatalf("after the windows: throttled %v", d)
 	}
+	// The throttles answered are counted per key.
+	if got := m.Throttled(); got[RequestPercentage] != (Throttles{Count: 1, Total: time.Second}) || got[ProducerByteRate].Count != 0 {
+		t.Fatalf("throttles counted %+v", got)
+	}
 }
 
 // TestConnectionRate: connection_creation_rate counts accepted connections
