@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -426,12 +427,31 @@ func authorizeAddPartitionsToTxn(b *Broker, a access, ctx context.Context, c *wi
 	if !a.can(auth.OpWrite, auth.ResourceTransactionalID, r.TransactionalID) {
 		return errorResponse(req, txnDenied)
 	}
-	for _, t := range r.Topics {
-		if !a.topic(auth.OpWrite, t.Topic) {
-			return errorResponse(req, topicDenied)
-		}
+	if !slices.ContainsFunc(r.Topics, func(t kmsg.AddPartitionsToTxnRequestTopic) bool { return !a.topic(auth.OpWrite, t.Topic) }) {
+		return next(b, ctx, c, req)
 	}
-	return next(b, ctx, c, req)
+	// As KafkaApis: nothing is added; the partitions of topics it may not
+	// write are TOPIC_AUTHORIZATION_FAILED, unknown ones
+	// UNKNOWN_TOPIC_OR_PARTITION, the others OPERATION_NOT_ATTEMPTED.
+	resp := r.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+	resp.SetVersion(req.Version)
+	for _, t := range r.Topics {
+		allowed := a.topic(auth.OpWrite, t.Topic)
+		rt := kmsg.NewAddPartitionsToTxnResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p, kerr.OperationNotAttempted.Code
+			if !allowed {
+				rp.ErrorCode = topicDenied
+			} else if _, _, ok := a.img.Partition(t.Topic, p); !ok {
+				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return respond(resp)
 }
 
 // authorizeTxnWrite is the rule of AddOffsetsToTxn and EndTxn: WRITE on
@@ -491,47 +511,77 @@ func authorizeOffsetCommit(b *Broker, a access, ctx context.Context, c *wire.Con
 	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) { appendErrors(&denials, body, topicDenied) })
 }
 
+// authorizeOffsetFetch: DESCRIBE on each group; of a group's offsets,
+// those of topics it may not DESCRIBE are left out when it asks for all,
+// and answered TOPIC_AUTHORIZATION_FAILED when it names them, as KafkaApis
+// does.
 func authorizeOffsetFetch(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 	r := req.Body.(*kmsg.OffsetFetchRequest)
+	describable := func(topic string) bool { return a.topic(auth.OpDescribe, topic) }
 	if r.Version < 8 {
 		if !a.group(auth.OpDescribe, r.Group) {
 			return errorResponse(req, groupDenied)
 		}
-		// Topics it may not describe are left out of the answer.
+		var denied []kmsg.OffsetFetchRequestTopic
+		if r.Topics != nil {
+			r.Topics, denied = split(r.Topics, func(t kmsg.OffsetFetchRequestTopic) bool { return describable(t.Topic) })
+		}
 		return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) {
 			resp := body.(*kmsg.OffsetFetchResponse)
-			kept := resp.Topics[:0]
-			for _, t := range resp.Topics {
-				if a.topic(auth.OpDescribe, t.Topic) {
-					kept = append(kept, t)
-				}
+			resp.Topics = slices.DeleteFunc(resp.Topics, func(t kmsg.OffsetFetchResponseTopic) bool { return !describable(t.Topic) })
+			if resp.ErrorCode != 0 {
+				return
 			}
-			resp.Topics = kept
+			for _, t := range denied {
+				rt := kmsg.NewOffsetFetchResponseTopic()
+				rt.Topic = t.Topic
+				for _, p := range t.Partitions {
+					rp := kmsg.NewOffsetFetchResponseTopicPartition()
+					rp.Partition, rp.Offset, rp.ErrorCode = p, -1, topicDenied
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				resp.Topics = append(resp.Topics, rt)
+			}
 		})
 	}
-	var denied []string
+	var deniedGroups []string
+	deniedTopics := map[string][]kmsg.OffsetFetchRequestGroupTopic{}
 	kept := r.Groups[:0:0]
 	for _, g := range r.Groups {
-		if a.group(auth.OpDescribe, g.Group) {
-			kept = append(kept, g)
-		} else {
-			denied = append(denied, g.Group)
+		if !a.group(auth.OpDescribe, g.Group) {
+			deniedGroups = append(deniedGroups, g.Group)
+			continue
 		}
+		if g.Topics != nil {
+			var denied []kmsg.OffsetFetchRequestGroupTopic
+			g.Topics, denied = split(g.Topics, func(t kmsg.OffsetFetchRequestGroupTopic) bool { return describable(t.Topic) })
+			if denied != nil {
+				deniedTopics[g.Group] = denied
+			}
+		}
+		kept = append(kept, g)
 	}
 	r.Groups = kept
 	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) {
 		resp := body.(*kmsg.OffsetFetchResponse)
 		for i := range resp.Groups {
 			g := &resp.Groups[i]
-			topics := g.Topics[:0]
-			for _, t := range g.Topics {
-				if a.topic(auth.OpDescribe, t.Topic) {
-					topics = append(topics, t)
-				}
+			g.Topics = slices.DeleteFunc(g.Topics, func(t kmsg.OffsetFetchResponseGroupTopic) bool { return !describable(t.Topic) })
+			if g.ErrorCode != 0 {
+				continue
 			}
-			g.Topics = topics
+			for _, t := range deniedTopics[g.Group] {
+				rt := kmsg.NewOffsetFetchResponseGroupTopic()
+				rt.Topic = t.Topic
+				for _, p := range t.Partitions {
+					rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+					rp.Partition, rp.Offset, rp.ErrorCode = p, -1, topicDenied
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				g.Topics = append(g.Topics, rt)
+			}
 		}
-		for _, name := range denied {
+		for _, name := range deniedGroups {
 			g := kmsg.NewOffsetFetchResponseGroup()
 			g.Group, g.ErrorCode = name, groupDenied
 			resp.Groups = append(resp.Groups, g)
@@ -544,12 +594,29 @@ func authorizeOffsetDelete(b *Broker, a access, ctx context.Context, c *wire.Con
 	if !a.group(auth.OpDelete, r.Group) {
 		return errorResponse(req, groupDenied)
 	}
-	for _, t := range r.Topics {
-		if !a.topic(auth.OpRead, t.Topic) {
-			return errorResponse(req, topicDenied)
-		}
+	// Topics it may not READ are answered per partition, the others
+	// deleted, as KafkaApis does.
+	kept, denied := split(r.Topics, func(t kmsg.OffsetDeleteRequestTopic) bool { return a.topic(auth.OpRead, t.Topic) })
+	if len(denied) == 0 {
+		return next(b, ctx, c, req)
 	}
-	return next(b, ctx, c, req)
+	r.Topics = kept
+	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) {
+		resp := body.(*kmsg.OffsetDeleteResponse)
+		if resp.ErrorCode != 0 {
+			return
+		}
+		for _, t := range denied {
+			rt := kmsg.NewOffsetDeleteResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetDeleteResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, topicDenied
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+	})
 }
 
 func authorizeDescribeGroups(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
@@ -807,24 +874,49 @@ func authorizeDescribeConfigs(b *Broker, a access, ctx context.Context, c *wire.
 	})
 }
 
+// authorizeAlterConfigs and authorizeIncrementalAlterConfigs answer each
+// resource the principal may not alter with its error and alter the
+// others, as ControllerApis does.
 func authorizeAlterConfigs(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 	r := req.Body.(*kmsg.AlterConfigsRequest)
-	for _, res := range r.Resources {
-		if ok, code := configAllowed(a, res.ResourceType, res.ResourceName, auth.OpAlterConfigs); !ok {
-			return errorResponse(req, code)
-		}
+	kept, denied := split(r.Resources, func(res kmsg.AlterConfigsRequestResource) bool {
+		ok, _ := configAllowed(a, res.ResourceType, res.ResourceName, auth.OpAlterConfigs)
+		return ok
+	})
+	if len(denied) == 0 {
+		return next(b, ctx, c, req)
 	}
-	return next(b, ctx, c, req)
+	r.Resources = kept
+	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) {
+		resp := body.(*kmsg.AlterConfigsResponse)
+		for _, res := range denied {
+			_, code := configAllowed(a, res.ResourceType, res.ResourceName, auth.OpAlterConfigs)
+			rr := kmsg.NewAlterConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName, rr.ErrorCode = res.ResourceType, res.ResourceName, code
+			resp.Resources = append(resp.Resources, rr)
+		}
+	})
 }
 
 func authorizeIncrementalAlterConfigs(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 	r := req.Body.(*kmsg.IncrementalAlterConfigsRequest)
-	for _, res := range r.Resources {
-		if ok, code := configAllowed(a, res.ResourceType, res.ResourceName, auth.OpAlterConfigs); !ok {
-			return errorResponse(req, code)
-		}
+	kept, denied := split(r.Resources, func(res kmsg.IncrementalAlterConfigsRequestResource) bool {
+		ok, _ := configAllowed(a, res.ResourceType, res.ResourceName, auth.OpAlterConfigs)
+		return ok
+	})
+	if len(denied) == 0 {
+		return next(b, ctx, c, req)
 	}
-	return next(b, ctx, c, req)
+	r.Resources = kept
+	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) {
+		resp := body.(*kmsg.IncrementalAlterConfigsResponse)
+		for _, res := range denied {
+			_, code := configAllowed(a, res.ResourceType, res.ResourceName, auth.OpAlterConfigs)
+			rr := kmsg.NewIncrementalAlterConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName, rr.ErrorCode = res.ResourceType, res.ResourceName, code
+			resp.Resources = append(resp.Resources, rr)
+		}
+	})
 }
 
 // split returns, in order, the items keep allows and the others: the

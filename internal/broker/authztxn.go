@@ -19,8 +19,10 @@ func init() {
 	authzRules[kmsg.DescribeTopicPartitions.Int16()] = authorizeDescribeTopicPartitions
 }
 
-// authorizeTxnOffsetCommit: WRITE on the transactional id, READ on the
-// group and on each topic.
+// authorizeTxnOffsetCommit: WRITE on the transactional id and READ on the
+// group, or the whole request is refused; the partitions of topics it may
+// not READ are TOPIC_AUTHORIZATION_FAILED and the others committed, as
+// KafkaApis does.
 func authorizeTxnOffsetCommit(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 	r := req.Body.(*kmsg.TxnOffsetCommitRequest)
 	code := int16(0)
@@ -29,19 +31,28 @@ func authorizeTxnOffsetCommit(b *Broker, a access, ctx context.Context, c *wire.
 		code = txnDenied
 	case !a.group(auth.OpRead, r.Group):
 		code = groupDenied
-	default:
-		for _, t := range r.Topics {
-			if !a.topic(auth.OpRead, t.Topic) {
-				code = topicDenied
-			}
-		}
 	}
-	if code == 0 {
+	if code != 0 {
+		resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+		resp.SetVersion(req.Version)
+		resp.Topics = txnOffsetCommitErrors(r.Topics, code)
+		return respond(resp)
+	}
+	kept, denied := split(r.Topics, func(t kmsg.TxnOffsetCommitRequestTopic) bool { return a.topic(auth.OpRead, t.Topic) })
+	if len(denied) == 0 {
 		return next(b, ctx, c, req)
 	}
-	resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
-	resp.SetVersion(req.Version)
-	for _, t := range r.Topics {
+	r.Topics = kept
+	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) {
+		resp := body.(*kmsg.TxnOffsetCommitResponse)
+		resp.Topics = append(resp.Topics, txnOffsetCommitErrors(denied, topicDenied)...)
+	})
+}
+
+// txnOffsetCommitErrors answers each partition of topics with code.
+func txnOffsetCommitErrors(topics []kmsg.TxnOffsetCommitRequestTopic, code int16) []kmsg.TxnOffsetCommitResponseTopic {
+	var out []kmsg.TxnOffsetCommitResponseTopic
+	for _, t := range topics {
 		rt := kmsg.NewTxnOffsetCommitResponseTopic()
 		rt.Topic, rt.TopicID = t.Topic, t.TopicID
 		for _, p := range t.Partitions {
@@ -49,9 +60,9 @@ func authorizeTxnOffsetCommit(b *Broker, a access, ctx context.Context, c *wire.
 			rp.Partition, rp.ErrorCode = p.Partition, code
 			rt.Partitions = append(rt.Partitions, rp)
 		}
-		resp.Topics = append(resp.Topics, rt)
+		out = append(out, rt)
 	}
-	return respond(resp)
+	return out
 }
 
 // authorizeDescribeTransactions: DESCRIBE on each transactional id; the

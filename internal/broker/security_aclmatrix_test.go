@@ -54,6 +54,62 @@ func firstCodeOf(v reflect.Value) int16 {
 	return 0
 }
 
+// codesByName maps each named entry of a response (a topic, a config
+// resource) to its first error code, and returns the response's own
+// error code.
+func codesByName(resp kmsg.Response) (top int16, byName map[string]int16) {
+	byName = map[string]int16{}
+	v := reflect.ValueOf(resp).Elem()
+	if f := v.FieldByName("ErrorCode"); f.IsValid() {
+		top = int16(f.Int())
+	}
+	var walk func(reflect.Value)
+	walk = func(v reflect.Value) {
+		switch v.Kind() {
+		case reflect.Slice:
+			for i := range v.Len() {
+				walk(v.Index(i))
+			}
+		case reflect.Struct:
+			for _, field := range []string{"Topic", "ResourceName"} {
+				if f := v.FieldByName(field); f.IsValid() && f.Kind() == reflect.String {
+					byName[f.String()] = firstCodeOf(v)
+					return
+				}
+			}
+			for i := range v.NumField() {
+				walk(v.Field(i))
+			}
+		}
+	}
+	walk(v)
+	return top, byName
+}
+
+// splitAnswer checks Kafka's answer to a request naming a resource the
+// principal may not use (denied, answered code) and one it may (allowed,
+// answered allowedCode, or, when that is nil, anything but an
+// authorization error): the request is not refused as a whole.
+func splitAnswer(denied string, code *kerr.Error, allowed string, allowedCode *kerr.Error) func(kmsg.Response) error {
+	return func(resp kmsg.Response) error {
+		top, byName := codesByName(resp)
+		got, ok := byName[allowed]
+		switch {
+		case top != 0:
+			return fmt.Errorf("the whole request answered %v", kerr.ErrorForCode(top))
+		case byName[denied] != code.Code:
+			return fmt.Errorf("%s answered %v, want %v", denied, kerr.ErrorForCode(byName[denied]), code)
+		case !ok:
+			return fmt.Errorf("no answer for %s", allowed)
+		case allowedCode != nil && got != allowedCode.Code:
+			return fmt.Errorf("%s answered %v, want %v", allowed, kerr.ErrorForCode(got), allowedCode)
+		case allowedCode == nil && isAuthorizationError(got):
+			return fmt.Errorf("%s answered %v", allowed, kerr.ErrorForCode(got))
+		}
+		return nil
+	}
+}
+
 type aclFn func(*kadm.ACLBuilder) *kadm.ACLBuilder
 
 // aclRow is one line of the matrix: a request, the ACLs it needs and
@@ -227,8 +283,8 @@ func TestACLMatrix(t *testing.T) {
 				c.Name, c.Value = "retention.ms", str("100000")
 				if rt == kmsg.ConfigResourceTypeBroker {
 					c.Name, c.Value = "log.retention.ms", str("100000")
-					r.ValidateOnly = true
 				}
+				r.ValidateOnly = true
 				res.Configs = append(res.Configs, c)
 				r.Resources = append(r.Resources, res)
 			}
@@ -287,13 +343,17 @@ func TestACLMatrix(t *testing.T) {
 			return r
 		}
 	}
-	addPartitionsToTxnReq := func() kmsg.Request {
-		r := kmsg.NewPtrAddPartitionsToTxnRequest()
-		r.TransactionalID, r.ProducerID, r.ProducerEpoch = "tx-a", 1, 0
-		rt := kmsg.NewAddPartitionsToTxnRequestTopic()
-		rt.Topic, rt.Partitions = "t", []int32{0}
-		r.Topics = append(r.Topics, rt)
-		return r
+	addPartitionsToTxnReq := func(id string, topics ...string) func() kmsg.Request {
+		return func() kmsg.Request {
+			r := kmsg.NewPtrAddPartitionsToTxnRequest()
+			r.TransactionalID, r.ProducerID, r.ProducerEpoch = id, 1, 0
+			for _, topic := range topics {
+				rt := kmsg.NewAddPartitionsToTxnRequestTopic()
+				rt.Topic, rt.Partitions = topic, []int32{0}
+				r.Topics = append(r.Topics, rt)
+			}
+			return r
+		}
 	}
 	clientAddPartitions := kversion.Stable()
 	clientAddPartitions.SetMaxKeyVersion(kmsg.AddPartitionsToTxn.Int16(), 3) // v4+ is the brokers' form
@@ -302,16 +362,39 @@ func TestACLMatrix(t *testing.T) {
 		r.TransactionalID, r.ProducerID, r.ProducerEpoch, r.Group = "tx-ao", 1, 0, "g"
 		return r
 	}
-	txnOffsetCommitReq := func(id string) func() kmsg.Request {
+	txnOffsetCommitReq := func(id string, topics ...string) func() kmsg.Request {
+		if topics == nil {
+			topics = []string{"t"}
+		}
 		return func() kmsg.Request {
 			r := kmsg.NewPtrTxnOffsetCommitRequest()
 			r.TransactionalID, r.Group, r.ProducerID, r.ProducerEpoch, r.Generation = id, "g", 1, 0, -1
-			ot := kmsg.NewTxnOffsetCommitRequestTopic()
-			ot.Topic = "t"
-			op := kmsg.NewTxnOffsetCommitRequestTopicPartition()
-			op.Offset = 1
-			ot.Partitions = append(ot.Partitions, op)
-			r.Topics = append(r.Topics, ot)
+			for _, topic := range topics {
+				ot := kmsg.NewTxnOffsetCommitRequestTopic()
+				ot.Topic = topic
+				op := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+				op.Offset = 1
+				ot.Partitions = append(ot.Partitions, op)
+				r.Topics = append(r.Topics, ot)
+			}
+			return r
+		}
+	}
+	offsetFetchReq := func(topics ...string) func() kmsg.Request {
+		return func() kmsg.Request {
+			r := kmsg.NewPtrOffsetFetchRequest()
+			r.Group = "g"
+			g := kmsg.NewOffsetFetchRequestGroup()
+			g.Group = "g"
+			for _, topic := range topics {
+				rt := kmsg.NewOffsetFetchRequestGroupTopic()
+				rt.Topic, rt.Partitions = topic, []int32{0}
+				g.Topics = append(g.Topics, rt)
+				ot := kmsg.NewOffsetFetchRequestTopic()
+				ot.Topic, ot.Partitions = topic, []int32{0}
+				r.Topics = append(r.Topics, ot)
+			}
+			r.Groups = append(r.Groups, g)
 			return r
 		}
 	}
@@ -523,9 +606,9 @@ func TestACLMatrix(t *testing.T) {
 		{name: "InitProducerId transactional", acl: txnACL("tx-i", kadm.OpWrite), req: initProducerIDReq(str("tx-i")), want: kerr.TransactionalIDAuthorizationFailed, allowed: noError},
 		{name: "AddPartitionsToTxn", acl: func(b *kadm.ACLBuilder) *kadm.ACLBuilder {
 			return b.TransactionalIDs("tx-a").Topics("t").Operations(kadm.OpWrite)
-		}, req: addPartitionsToTxnReq, want: kerr.TransactionalIDAuthorizationFailed, opts: []kgo.Opt{kgo.MaxVersions(clientAddPartitions)}},
+		}, req: addPartitionsToTxnReq("tx-a", "t"), want: kerr.TransactionalIDAuthorizationFailed, opts: []kgo.Opt{kgo.MaxVersions(clientAddPartitions)}},
 		{name: "AddPartitionsToTxn topic", base: txnACL("tx-a", kadm.OpWrite), acl: topicACL("t", kadm.OpWrite),
-			req: addPartitionsToTxnReq, want: kerr.TopicAuthorizationFailed, opts: []kgo.Opt{kgo.MaxVersions(clientAddPartitions)}},
+			req: addPartitionsToTxnReq("tx-a", "t"), want: kerr.TopicAuthorizationFailed, opts: []kgo.Opt{kgo.MaxVersions(clientAddPartitions)}},
 		{name: "AddPartitionsToTxn brokers' form", acl: clusterACL(kadm.OpClusterAction), req: func() kmsg.Request {
 			r := kmsg.NewPtrAddPartitionsToTxnRequest()
 			tx := kmsg.NewAddPartitionsToTxnRequestTransaction()
@@ -573,6 +656,27 @@ func TestACLMatrix(t *testing.T) {
 		{name: "ListTransactions", acl: txnACL("tx-d", kadm.OpDescribe), req: func() kmsg.Request {
 			return kmsg.NewPtrListTransactionsRequest()
 		}, denied: listTransactionsHas(false), allowed: listTransactionsHas(true)},
+
+		// A request naming a resource the principal may use and one it may
+		// not is answered per resource, not refused as a whole.
+		{name: "OffsetDelete of a topic it may not read", base: func(b *kadm.ACLBuilder) *kadm.ACLBuilder {
+			return b.Groups("lg").Topics("t2").Operations(kadm.OpDelete, kadm.OpRead)
+		}, acl: topicACL("t", kadm.OpRead), req: offsetDeleteReq("t", "t2"), denied: splitAnswer("t", kerr.TopicAuthorizationFailed, "t2", nil)},
+		{name: "OffsetFetch of a topic it may not describe", base: func(b *kadm.ACLBuilder) *kadm.ACLBuilder {
+			return b.Groups("g").Topics("t2").Operations(kadm.OpDescribe)
+		}, acl: topicACL("t", kadm.OpDescribe), req: offsetFetchReq("t", "t2"), denied: splitAnswer("t", kerr.TopicAuthorizationFailed, "t2", nil)},
+		{name: "TxnOffsetCommit of a topic it may not read", base: func(b *kadm.ACLBuilder) *kadm.ACLBuilder {
+			return b.TransactionalIDs("tx-om").Groups("g").Topics("t2").Operations(kadm.OpWrite, kadm.OpRead)
+		}, acl: topicACL("t", kadm.OpRead), req: txnOffsetCommitReq("tx-om", "t", "t2"), denied: splitAnswer("t", kerr.TopicAuthorizationFailed, "t2", nil)},
+		// Kafka adds no partition then: the others are OPERATION_NOT_ATTEMPTED.
+		{name: "AddPartitionsToTxn of a topic it may not write", base: func(b *kadm.ACLBuilder) *kadm.ACLBuilder {
+			return b.TransactionalIDs("tx-am").Topics("t2").Operations(kadm.OpWrite)
+		}, acl: topicACL("t", kadm.OpWrite), req: addPartitionsToTxnReq("tx-am", "t", "t2"),
+			denied: splitAnswer("t", kerr.TopicAuthorizationFailed, "t2", kerr.OperationNotAttempted), opts: []kgo.Opt{kgo.MaxVersions(clientAddPartitions)}},
+		{name: "AlterConfigs of a topic it may not alter", base: topicACL("t2", kadm.OpAlterConfigs), acl: topicACL("t", kadm.OpAlterConfigs),
+			req: alterConfigsReq(kmsg.ConfigResourceTypeTopic, "t", "t2"), denied: splitAnswer("t", kerr.TopicAuthorizationFailed, "t2", nil)},
+		{name: "IncrementalAlterConfigs of a topic it may not alter", base: topicACL("t2", kadm.OpAlterConfigs), acl: topicACL("t", kadm.OpAlterConfigs),
+			req: incrementalAlterConfigsReq(kmsg.ConfigResourceTypeTopic, "t", "t2"), denied: splitAnswer("t", kerr.TopicAuthorizationFailed, "t2", nil)},
 
 		{name: "CreateAcls", acl: clusterACL(kadm.OpAlter), req: func() kmsg.Request {
 			r := kmsg.NewPtrCreateACLsRequest()
