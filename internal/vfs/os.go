@@ -72,5 +72,5 @@ func (f *osFile) Sync() error {
 	if f.dir {
 		return f.File.Sync()
 	}
-	return datasync(f.File, f.fd)
+	return datasync(f.File)
 }

@@ -24,15 +24,30 @@ func openFile(name string, flag int) (*os.File, error) {
 	}
 }
 
-func datasync(f *os.File, fd uintptr) error {
-	for {
-		err := unix.Fdatasync(int(fd))
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: err}
-		}
-		return nil
+// datasync is fdatasync(2) on f's descriptor, holding a reference to it
+// (RawConn.Control): a Close meanwhile does not release the number until
+// the call returns, so it is never reused under us, and a Sync after Close
+// fails with os.ErrClosed instead of syncing whatever file the number
+// names by then (a roll flusher may sync a segment that retention is
+// closing).
+func datasync(f *os.File) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: err}
 	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		for {
+			if serr = unix.Fdatasync(int(fd)); serr != unix.EINTR {
+				return
+			}
+		}
+	}); err != nil {
+		// Control fails only when the file is closed.
+		return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: os.ErrClosed}
+	}
+	if serr != nil {
+		return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: serr}
+	}
+	return nil
 }

@@ -4,6 +4,6 @@ package vfs
 
 import "os"
 
-func datasync(f *os.File, _ uintptr) error { return f.Sync() }
+func datasync(f *os.File) error { return f.Sync() }
 
 func openFile(name string, flag int) (*os.File, error) { return os.OpenFile(name, flag, 0o644) }

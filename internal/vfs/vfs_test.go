@@ -233,3 +233,31 @@ func TestErrorFSFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSyncAfterCloseIsErrClosed: a Sync of a closed file says so
+// (os.ErrClosed), whatever file its old descriptor number names by then.
+func TestSyncAfterCloseIsErrClosed(t *testing.T) {
+	dir := t.TempDir()
+	f, err := Default.Create(filepath.Join(dir, "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Likely to take the number the closed file had.
+	g, err := Default.Create(filepath.Join(dir, "b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if err := f.Sync(); !errors.Is(err, os.ErrClosed) {
+		t.Fatalf("Sync after Close: %v, want os.ErrClosed", err)
+	}
+}
