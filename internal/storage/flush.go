@@ -1,7 +1,9 @@
 package storage
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"time"
@@ -97,16 +99,44 @@ func (l *Log) linger() {
 // segment's base offset, as Kafka's UnifiedLog.roll has its scheduler run
 // flushUptoOffsetExclusive(newSegment.baseOffset). The active segment is
 // left to Flush, flush.messages and flush.ms, and flush.ms's clock is not
-// reset. The Manager's flusher calls it after a roll, off the append path;
-// it shares flushMu with Flush, so a Flush caller may wait for it. A
-// failed fsync takes the log offline, as Flush's does.
+// reset. The Manager's flusher calls it after a roll, off the append path.
+// The rolled data is synced first without flushMu (presyncRolled), then
+// again, with the indexes and the rest, under flushMu, which Flush callers
+// and the mutators that remove segments share. A failed fsync takes the
+// log offline, as Flush's does.
 func (l *Log) FlushRolled() error {
 	if err := l.Offline(); err != nil {
+		return err
+	}
+	if err := l.presyncRolled(); err != nil {
 		return err
 	}
 	l.flushMu.Lock()
 	defer l.flushMu.Unlock()
 	return l.flushLocked(true)
+}
+
+// presyncRolled syncs the data of the rolled segments from the one holding
+// the recovery point on, without flushMu: the bulk of their writeback (up
+// to a segment's worth) happens here, while retention, DeleteRecords and
+// truncation, which take flushMu under appendMu, go on; the locked round
+// after it then finds little to write. The segments stay marked dirty, so
+// the locked round syncs each again and alone decides what is durable. A
+// segment removed meanwhile has its file closed under it: that error is
+// no fault. Any other takes the log offline, as a failed fsync must (its
+// pages may be marked clean without being written).
+func (l *Log) presyncRolled() error {
+	segs := l.segmentList()
+	for i := floorSegment(segs, l.recoveryPoint.Load()); i < len(segs)-1; i++ {
+		s := segs[i]
+		if !s.dirtyLog.Load() {
+			continue
+		}
+		if err := s.log.Sync(); err != nil && !errors.Is(err, os.ErrClosed) {
+			return l.fail("syncing segment "+segmentName(s.baseOffset), err)
+		}
+	}
+	return nil
 }
 
 // flushLocked syncs everything appended so far or, when rolledOnly, every

@@ -388,3 +388,72 @@ func TestWriteRollSnapshotSyncedByFlush(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestRollFlushDoesNotHoldDeletion: while the roll flusher's fsync of a
+// rolled segment's data is held, DeleteRecordsBefore (as retention and
+// truncation, it removes segments under the append lock) deletes that very
+// segment and returns; the flush then completes without taking the log
+// offline, and the recovery point reaches the active segment.
+func TestRollFlushDoesNotHoldDeletion(t *testing.T) {
+	dir := "/data"
+	gfs := &gatedFS{FS: newMem(t, dir), waiting: make(chan string, 1)}
+	cfg := testConfig()
+	m, err := OpenManager(gfs, dir, ManagerOptions{Logger: quietLogger(), Default: cfg, DisableCleaner: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Start()
+	defer m.Close()
+	l, err := m.GetOrCreate("orders", 0, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := make(chan struct{})
+	gfs.mu.Lock()
+	gfs.gate = gate
+	gfs.mu.Unlock()
+	release := sync.OnceFunc(func() {
+		gfs.mu.Lock()
+		gfs.gate = nil
+		gfs.mu.Unlock()
+		close(gate)
+	})
+	defer release()
+	fillSegments(t, l, 3)
+	select {
+	case <-gfs.waiting:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no fsync of a rolled segment started")
+	}
+	bases := l.SegmentBaseOffsets()
+	deleted := make(chan error, 1)
+	go func() {
+		_, err := l.DeleteRecordsBefore(bases[1])
+		deleted <- err
+	}()
+	select {
+	case err := <-deleted:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("DeleteRecordsBefore waited for the roll flusher's fsync")
+	}
+	release()
+	active := bases[len(bases)-1]
+	for deadline := time.Now().Add(20 * time.Second); l.RecoveryPoint() != active; {
+		if err := l.Offline(); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("recovery point %d, want the active segment %d", l.RecoveryPoint(), active)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := l.Offline(); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.LogStartOffset(); got != bases[1] {
+		t.Fatalf("log start %d, want %d", got, bases[1])
+	}
+}
