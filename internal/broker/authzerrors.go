@@ -132,7 +132,18 @@ func setAllErrors(req kmsg.Request, resp kmsg.Response, code int16) {
 	case *kmsg.DescribeLogDirsRequest:
 		resp.(*kmsg.DescribeLogDirsResponse).ErrorCode = code
 	case *kmsg.AlterPartitionAssignmentsRequest:
-		resp.(*kmsg.AlterPartitionAssignmentsResponse).ErrorCode = code
+		out := resp.(*kmsg.AlterPartitionAssignmentsResponse)
+		out.ErrorCode = code
+		for _, t := range r.Topics {
+			rt := kmsg.NewAlterPartitionAssignmentsResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewAlterPartitionAssignmentsResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			out.Topics = append(out.Topics, rt)
+		}
 	case *kmsg.ListPartitionReassignmentsRequest:
 		resp.(*kmsg.ListPartitionReassignmentsResponse).ErrorCode = code
 	case *kmsg.DescribeQuorumRequest:
@@ -152,7 +163,19 @@ func setAllErrors(req kmsg.Request, resp kmsg.Response, code int16) {
 			out.Entries = append(out.Entries, oe)
 		}
 	case *kmsg.ElectLeadersRequest:
-		resp.(*kmsg.ElectLeadersResponse).ErrorCode = code
+		// v0 has no top-level error: each partition carries it.
+		out := resp.(*kmsg.ElectLeadersResponse)
+		out.ErrorCode = code
+		for _, t := range r.Topics {
+			rt := kmsg.NewElectLeadersResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewElectLeadersResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p, code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			out.Topics = append(out.Topics, rt)
+		}
 	case *kmsg.UpdateFeaturesRequest:
 		out := resp.(*kmsg.UpdateFeaturesResponse)
 		out.ErrorCode = code
