@@ -471,7 +471,7 @@ func TestACLMatrix(t *testing.T) {
 			lt.Partitions = append(lt.Partitions, lp)
 			r.Topics = append(r.Topics, lt)
 			return r
-		}, want: kerr.TopicAuthorizationFailed, routed: true},
+		}, want: kerr.TopicAuthorizationFailed},
 		{name: "OffsetForLeaderEpoch", acl: topicACL("t", kadm.OpDescribe), req: func() kmsg.Request { return offsetForLeaderEpochReq(-1) }, want: kerr.TopicAuthorizationFailed},
 		{name: "OffsetForLeaderEpoch as a replica", acl: clusterACL(kadm.OpClusterAction), req: func() kmsg.Request { return offsetForLeaderEpochReq(7) }, want: kerr.ClusterAuthorizationFailed},
 		{name: "DescribeTopicPartitions", acl: topicACL("t", kadm.OpDescribe), req: func() kmsg.Request {
