@@ -118,9 +118,10 @@ func init() {
 	open := func(b *Broker, _ access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 		return next(b, ctx, c, req)
 	}
-	for _, k := range []kmsg.Key{kmsg.ApiVersions, kmsg.SASLHandshake, kmsg.SASLAuthenticate, kmsg.DescribeCluster} {
+	for _, k := range []kmsg.Key{kmsg.ApiVersions, kmsg.SASLHandshake, kmsg.SASLAuthenticate} {
 		authzRules[k.Int16()] = open
 	}
+	authzRules[kmsg.DescribeCluster.Int16()] = authorizeDescribeCluster
 	authzRules[kmsg.Produce.Int16()] = authorizeProduce
 	authzRules[kmsg.Fetch.Int16()] = authorizeFetch
 	authzRules[kmsg.Metadata.Int16()] = authorizeMetadata
@@ -231,6 +232,42 @@ func clusterRule(op int8) authzRule {
 		}
 		return next(b, ctx, c, req)
 	}
+}
+
+// clusterOperations are the operations an ACL on the cluster grants
+// (Kafka's AclEntry.supportedOperations(CLUSTER)).
+var clusterOperations = []int8{auth.OpCreate, auth.OpClusterAction, auth.OpDescribeConfigs,
+	auth.OpAlterConfigs, auth.OpIdempotentWrite, auth.OpAlter, auth.OpDescribe}
+
+// operationBits is Kafka's authorized-operations bit field: bit op set
+// for each of ops that allowed allows.
+func operationBits(ops []int8, allowed func(op int8) bool) int32 {
+	var bits int32
+	for _, op := range ops {
+		if allowed(op) {
+			bits |= 1 << op
+		}
+	}
+	return bits
+}
+
+// authorizeDescribeCluster: DescribeCluster needs no ACL; asked for the
+// cluster's authorized operations, it answers those the principal's ACLs
+// allow, or none without DESCRIBE on the cluster (AuthHelper.
+// computeDescribeClusterResponse).
+func authorizeDescribeCluster(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+	if !req.Body.(*kmsg.DescribeClusterRequest).IncludeClusterAuthorizedOperations {
+		return next(b, ctx, c, req)
+	}
+	var ops int32
+	if a.cluster(auth.OpDescribe) {
+		ops = operationBits(clusterOperations, a.cluster)
+	}
+	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) {
+		if resp := body.(*kmsg.DescribeClusterResponse); resp.ErrorCode == 0 {
+			resp.ClusterAuthorizedOperations = ops
+		}
+	})
 }
 
 func authorizeProduce(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {

@@ -15,7 +15,10 @@ import (
 // Behavior: the registered brokers, the cluster id and the controller (this
 // node, on a single node). Endpoint type 2 (controllers) is answered like
 // brokers, as every Strata node is both; other types are
-// UNSUPPORTED_ENDPOINT_TYPE.
+// UNSUPPORTED_ENDPOINT_TYPE. Asked for them, the cluster's authorized
+// operations are Kafka's bit field (1<<operation): all of the cluster's
+// without authorization or for a super user, else what the principal's
+// ACLs allow, none without DESCRIBE (authorizeDescribeCluster).
 func init() { register(60, 0, 1, (*Broker).handleDescribeCluster) }
 
 func (b *Broker) handleDescribeCluster(_ context.Context, conn *wire.Conn, req *wire.Request) wire.Response {
@@ -27,6 +30,11 @@ func (b *Broker) handleDescribeCluster(_ context.Context, conn *wire.Conn, req *
 		return respond(resp)
 	}
 	resp.EndpointType = r.EndpointType
+	if r.IncludeClusterAuthorizedOperations {
+		// Every operation: without authorization, or for a super user
+		// (authorizeDescribeCluster answers the others).
+		resp.ClusterAuthorizedOperations = operationBits(clusterOperations, func(int8) bool { return true })
+	}
 	img := b.image.Load()
 	resp.ClusterID = img.ClusterID
 	resp.ControllerID = b.controllerID(img)

@@ -438,6 +438,20 @@ func TestACLMatrix(t *testing.T) {
 			return nil
 		}
 	}
+	describeClusterOpsReq := func() kmsg.Request {
+		r := kmsg.NewPtrDescribeClusterRequest()
+		r.EndpointType, r.IncludeClusterAuthorizedOperations = 1, true
+		return r
+	}
+	clusterOps := func(want int32) func(kmsg.Response) error {
+		return func(resp kmsg.Response) error {
+			r := resp.(*kmsg.DescribeClusterResponse)
+			if r.ErrorCode != 0 || r.ClusterAuthorizedOperations != want {
+				return fmt.Errorf("error %v, authorized operations %#x, want %#x", kerr.ErrorForCode(r.ErrorCode), r.ClusterAuthorizedOperations, want)
+			}
+			return nil
+		}
+	}
 	noError := func(resp kmsg.Response) error {
 		if c := firstCode(resp); c != 0 {
 			return kerr.ErrorForCode(c)
@@ -451,6 +465,9 @@ func TestACLMatrix(t *testing.T) {
 			r.EndpointType = 1
 			return r
 		}, allowed: noError},
+
+		{name: "DescribeCluster authorized operations", acl: clusterACL(kadm.OpDescribe), req: describeClusterOpsReq,
+			denied: clusterOps(0), allowed: clusterOps(1 << kmsg.ACLOperationDescribe)},
 
 		{name: "Produce", acl: topicACL("t", kadm.OpWrite), req: func() kmsg.Request { return produceReq(nil) }, want: kerr.TopicAuthorizationFailed},
 		{name: "Produce transactional", acl: func(b *kadm.ACLBuilder) *kadm.ACLBuilder {
@@ -784,6 +801,22 @@ func TestACLMatrix(t *testing.T) {
 			if !advertised[k] {
 				t.Errorf("the matrix has a row for %s (key %d), which the broker does not advertise", kmsg.NameForKey(k), k)
 			}
+		}
+	})
+
+	// A super user is authorized for every operation on the cluster.
+	t.Run("DescribeCluster authorized operations of a super user", func(t *testing.T) {
+		resp, err := admin.Request(ctx, describeClusterOpsReq())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var all int32
+		for _, op := range []kmsg.ACLOperation{kmsg.ACLOperationCreate, kmsg.ACLOperationClusterAction, kmsg.ACLOperationDescribeConfigs,
+			kmsg.ACLOperationAlterConfigs, kmsg.ACLOperationIdempotentWrite, kmsg.ACLOperationAlter, kmsg.ACLOperationDescribe} {
+			all |= 1 << op
+		}
+		if err := clusterOps(all)(resp); err != nil {
+			t.Fatal(err)
 		}
 	})
 
