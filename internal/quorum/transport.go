@@ -152,8 +152,10 @@ func (t *transport) runPeer(p *peer) {
 		conn, err := t.connect(p)
 		if err != nil {
 			t.logger.Debug("raft peer unreachable", "peer", p.id, "addr", p.addr, "err", err)
-			t.unreachable(p.id)
+			// Drop what waited, then tell Raft: what it sends after
+			// hearing of the failure waits for the next connection.
 			t.drain(p)
+			t.unreachable(p.id)
 			select {
 			case <-t.stop:
 				return

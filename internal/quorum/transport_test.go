@@ -53,17 +53,14 @@ func TestTransportRedialsAPeerThatConnects(t *testing.T) {
 	ln2.Close()
 
 	voters := map[uint64]string{1: ln1.Addr().String(), 2: addr2}
-	var dials1 atomic.Int32
+	var failed1 atomic.Int32
 	var got2 atomic.Int32
 	newTransport := func(self uint64, deliver func(*pb.Message)) *transport {
 		tr := &transport{self: self, voters: voters, maxFrame: 1 << 20, cluster: func() string { return "" },
 			deliver: deliver, unreachable: func(uint64) {}, snapshotDone: func(uint64, bool) {}, logger: quiet(),
 			minBackoff: time.Hour, maxBackoff: time.Hour}
 		if self == 1 {
-			tr.dial = func(network, addr string, timeout time.Duration) (net.Conn, error) {
-				dials1.Add(1)
-				return net.DialTimeout(network, addr, timeout)
-			}
+			tr.unreachable = func(uint64) { failed1.Add(1) }
 		}
 		tr.init()
 		return tr
@@ -72,8 +69,10 @@ func TestTransportRedialsAPeerThatConnects(t *testing.T) {
 	t1.start()
 	defer t1.close()
 	go serveRaft(t1, ln1)
-	// Node 1 fails to dial node 2 and backs off for an hour.
-	poll.Until(t, 30*time.Second, "node 1 to have dialed node 2", func() bool { return dials1.Load() >= 1 })
+	// Node 1 fails to dial node 2 and backs off for an hour. A message
+	// queued before the failure is dropped with it, so queue one only
+	// once node 1 has reported node 2 unreachable.
+	poll.Until(t, 30*time.Second, "node 1 to have failed to dial node 2", func() bool { return failed1.Load() >= 1 })
 	t1.send([]*pb.Message{msg(pb.MsgHeartbeat, 1, 2)})
 
 	ln2, err = net.Listen("tcp", addr2)
