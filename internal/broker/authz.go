@@ -336,9 +336,17 @@ func authorizeMetadata(b *Broker, a access, ctx context.Context, c *wire.Conn, r
 	}
 	autoCreate := b.cfg.Bool("auto.create.topics.enable") && (r.Version < 4 || r.AllowAutoTopicCreation)
 	var denied []string
+	var deniedIDs [][16]byte
 	kept := r.Topics[:0:0]
 	for _, t := range r.Topics {
-		if t.Topic == nil { // by id (v10+): the handler answers
+		if t.Topic == nil { // by id (v10+)
+			// A topic it may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED
+			// with its id and no name, as KafkaApis answers; an unknown id
+			// is the handler's to answer.
+			if topic, ok := a.img.TopicsByID[metadata.UUID(t.TopicID)]; ok && !a.topic(auth.OpDescribe, topic.Name) {
+				deniedIDs = append(deniedIDs, t.TopicID)
+				continue
+			}
 			kept = append(kept, t)
 			continue
 		}
@@ -353,7 +361,7 @@ func authorizeMetadata(b *Broker, a access, ctx context.Context, c *wire.Conn, r
 			kept = append(kept, t)
 		}
 	}
-	if len(denied) == 0 {
+	if len(denied) == 0 && len(deniedIDs) == 0 {
 		return next(b, ctx, c, req)
 	}
 	r.Topics = kept
@@ -363,6 +371,11 @@ func authorizeMetadata(b *Broker, a access, ctx context.Context, c *wire.Conn, r
 			t := kmsg.NewMetadataResponseTopic()
 			n := name
 			t.Topic, t.ErrorCode = &n, topicDenied
+			resp.Topics = append(resp.Topics, t)
+		}
+		for _, id := range deniedIDs {
+			t := kmsg.NewMetadataResponseTopic()
+			t.TopicID, t.ErrorCode = id, topicDenied
 			resp.Topics = append(resp.Topics, t)
 		}
 	})

@@ -479,6 +479,20 @@ func TestACLMatrix(t *testing.T) {
 		{name: "Metadata of all topics", acl: topicACL("t", kadm.OpDescribe), req: func() kmsg.Request {
 			return kmsg.NewPtrMetadataRequest()
 		}, denied: hasTopic(false), allowed: hasTopic(true)},
+		// By id, a topic it may not describe is denied without its name.
+		{name: "Metadata by topic id", acl: topicACL("t", kadm.OpDescribe), req: func() kmsg.Request {
+			r := kmsg.NewPtrMetadataRequest()
+			mt := kmsg.NewMetadataRequestTopic()
+			mt.TopicID = b.image.Load().Topics["t"].ID
+			r.Topics = append(r.Topics, mt)
+			return r
+		}, denied: func(resp kmsg.Response) error {
+			r := resp.(*kmsg.MetadataResponse)
+			if r.Version < 10 || len(r.Topics) != 1 || r.Topics[0].ErrorCode != kerr.TopicAuthorizationFailed.Code || r.Topics[0].Topic != nil || len(r.Topics[0].Partitions) != 0 {
+				return fmt.Errorf("v%d answered %+v, want TOPIC_AUTHORIZATION_FAILED without a name", r.Version, r.Topics)
+			}
+			return nil
+		}, allowed: hasTopic(true)},
 		{name: "ListOffsets", acl: topicACL("t", kadm.OpDescribe), req: func() kmsg.Request {
 			r := kmsg.NewPtrListOffsetsRequest()
 			lt := kmsg.NewListOffsetsRequestTopic()
