@@ -239,6 +239,18 @@ func clusterRule(op int8) authzRule {
 var clusterOperations = []int8{auth.OpCreate, auth.OpClusterAction, auth.OpDescribeConfigs,
 	auth.OpAlterConfigs, auth.OpIdempotentWrite, auth.OpAlter, auth.OpDescribe}
 
+// topicOperations and groupOperations are those of ACLs on a topic and
+// on a group (AclEntry.supportedOperations).
+var (
+	topicOperations = []int8{auth.OpRead, auth.OpWrite, auth.OpCreate, auth.OpDescribe, auth.OpDelete,
+		auth.OpAlter, auth.OpDescribeConfigs, auth.OpAlterConfigs}
+	groupOperations = []int8{auth.OpRead, auth.OpDescribe, auth.OpDelete, auth.OpDescribeConfigs, auth.OpAlterConfigs}
+)
+
+// allowAll is the authorized operations' test without authorization or
+// for a super user.
+func allowAll(int8) bool { return true }
+
 // operationBits is Kafka's authorized-operations bit field: bit op set
 // for each of ops that allowed allows.
 func operationBits(ops []int8, allowed func(op int8) bool) int32 {
@@ -319,7 +331,36 @@ func authorizeFetch(b *Broker, a access, ctx context.Context, c *wire.Conn, req 
 	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) { appendErrors(&denials, body, topicDenied) })
 }
 
+// authorizeMetadata answers, when asked, the cluster's and the topics'
+// authorized operations (KafkaApis.handleTopicMetadataRequest): the
+// cluster's are none without DESCRIBE on it; a topic it may not describe
+// keeps the schema default.
 func authorizeMetadata(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+	r := req.Body.(*kmsg.MetadataRequest)
+	includeCluster := r.IncludeClusterAuthorizedOperations && r.Version >= 8 && r.Version <= 10
+	resp := authorizeMetadataTopics(b, a, ctx, c, req, next)
+	if !includeCluster && !r.IncludeTopicAuthorizedOperations {
+		return resp
+	}
+	return fixResponse(resp, func(body kmsg.Response) {
+		resp := body.(*kmsg.MetadataResponse)
+		if includeCluster {
+			resp.AuthorizedOperations = 0
+			if a.cluster(auth.OpDescribe) {
+				resp.AuthorizedOperations = operationBits(clusterOperations, a.cluster)
+			}
+		}
+		if r.IncludeTopicAuthorizedOperations {
+			for i := range resp.Topics {
+				if t := &resp.Topics[i]; t.Topic != nil && t.ErrorCode != topicDenied {
+					t.AuthorizedOperations = operationBits(topicOperations, func(op int8) bool { return a.topic(op, *t.Topic) })
+				}
+			}
+		}
+	})
+}
+
+func authorizeMetadataTopics(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 	r := req.Body.(*kmsg.MetadataRequest)
 	if r.Topics == nil {
 		// All topics: those it may not describe are left out.
@@ -675,6 +716,11 @@ func authorizeDescribeGroups(b *Broker, a access, ctx context.Context, c *wire.C
 	r.Groups = kept
 	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) {
 		resp := body.(*kmsg.DescribeGroupsResponse)
+		for i := range resp.Groups {
+			if g := &resp.Groups[i]; r.IncludeAuthorizedOperations && g.ErrorCode == 0 {
+				g.AuthorizedOperations = operationBits(groupOperations, func(op int8) bool { return a.group(op, g.Group) })
+			}
+		}
 		for _, g := range denied {
 			rg := kmsg.NewDescribeGroupsResponseGroup()
 			rg.Group, rg.ErrorCode = g, groupDenied
@@ -689,6 +735,11 @@ func authorizeConsumerGroupDescribe(b *Broker, a access, ctx context.Context, c 
 	r.Groups = kept
 	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) {
 		resp := body.(*kmsg.ConsumerGroupDescribeResponse)
+		for i := range resp.Groups {
+			if g := &resp.Groups[i]; r.IncludeAuthorizedOperations && g.ErrorCode == 0 {
+				g.AuthorizedOperations = operationBits(groupOperations, func(op int8) bool { return a.group(op, g.Group) })
+			}
+		}
 		for _, g := range denied {
 			rg := kmsg.NewConsumerGroupDescribeResponseGroup()
 			rg.Group, rg.ErrorCode = g, groupDenied

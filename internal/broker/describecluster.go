@@ -33,7 +33,7 @@ func (b *Broker) handleDescribeCluster(_ context.Context, conn *wire.Conn, req *
 	if r.IncludeClusterAuthorizedOperations {
 		// Every operation: without authorization, or for a super user
 		// (authorizeDescribeCluster answers the others).
-		resp.ClusterAuthorizedOperations = operationBits(clusterOperations, func(int8) bool { return true })
+		resp.ClusterAuthorizedOperations = operationBits(clusterOperations, allowAll)
 	}
 	img := b.image.Load()
 	resp.ClusterID = img.ClusterID

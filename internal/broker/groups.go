@@ -238,8 +238,19 @@ func (b *Broker) handleListGroups(_ context.Context, _ *wire.Conn, req *wire.Req
 	return respond(b.groups.ListGroups(req.Body.(*kmsg.ListGroupsRequest)))
 }
 
+// handleDescribeGroups answers, when asked, every operation on the groups
+// it describes, as Kafka does without an authorizer or for a super user
+// (authorizeDescribeGroups answers the others); so does
+// handleConsumerGroupDescribe.
 func (b *Broker) handleDescribeGroups(_ context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
-	return respond(b.groups.DescribeGroups(req.Body.(*kmsg.DescribeGroupsRequest)))
+	r := req.Body.(*kmsg.DescribeGroupsRequest)
+	resp := b.groups.DescribeGroups(r)
+	for i := range resp.Groups {
+		if g := &resp.Groups[i]; r.IncludeAuthorizedOperations && g.ErrorCode == 0 {
+			g.AuthorizedOperations = operationBits(groupOperations, allowAll)
+		}
+	}
+	return respond(resp)
 }
 
 func (b *Broker) handleDeleteGroups(ctx context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
@@ -254,7 +265,14 @@ func (b *Broker) handleConsumerGroupHeartbeat(ctx context.Context, c *wire.Conn,
 }
 
 func (b *Broker) handleConsumerGroupDescribe(_ context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
-	return respond(b.groups.ConsumerGroupDescribe(req.Body.(*kmsg.ConsumerGroupDescribeRequest)))
+	r := req.Body.(*kmsg.ConsumerGroupDescribeRequest)
+	resp := b.groups.ConsumerGroupDescribe(r)
+	for i := range resp.Groups {
+		if g := &resp.Groups[i]; r.IncludeAuthorizedOperations && g.ErrorCode == 0 {
+			g.AuthorizedOperations = operationBits(groupOperations, allowAll)
+		}
+	}
+	return respond(resp)
 }
 
 // coordinatorFor returns the broker coordinating partition p of an

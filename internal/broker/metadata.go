@@ -39,6 +39,21 @@ const TransactionStateTopic = "__transaction_state"
 
 func isInternalTopic(name string) bool { return name == OffsetsTopic || name == TransactionStateTopic }
 
+// allAuthorizedOperations answers, when asked, every operation on the
+// cluster and the topics, as Kafka does without an authorizer or for a
+// super user (authorizeMetadata answers the others).
+func allAuthorizedOperations(r *kmsg.MetadataRequest, resp *kmsg.MetadataResponse) *kmsg.MetadataResponse {
+	if r.IncludeClusterAuthorizedOperations && r.Version >= 8 && r.Version <= 10 {
+		resp.AuthorizedOperations = operationBits(clusterOperations, allowAll)
+	}
+	if r.IncludeTopicAuthorizedOperations {
+		for i := range resp.Topics {
+			resp.Topics[i].AuthorizedOperations = operationBits(topicOperations, allowAll)
+		}
+	}
+	return resp
+}
+
 func (b *Broker) handleMetadata(_ context.Context, conn *wire.Conn, req *wire.Request) wire.Response {
 	r := req.Body.(*kmsg.MetadataRequest)
 	resp := r.ResponseKind().(*kmsg.MetadataResponse)
@@ -83,7 +98,7 @@ func (b *Broker) handleMetadata(_ context.Context, conn *wire.Conn, req *wire.Re
 		for _, name := range img.TopicNames() {
 			resp.Topics = append(resp.Topics, b.metadataTopic(img, img.Topics[name]))
 		}
-		return respond(resp)
+		return respond(allAuthorizedOperations(r, resp))
 	}
 	for _, rt := range r.Topics {
 		var t *metadata.Topic
@@ -115,7 +130,7 @@ func (b *Broker) handleMetadata(_ context.Context, conn *wire.Conn, req *wire.Re
 		}
 		resp.Topics = append(resp.Topics, b.metadataTopic(img, t))
 	}
-	return respond(resp)
+	return respond(allAuthorizedOperations(r, resp))
 }
 
 func (b *Broker) metadataTopic(img *metadata.Image, t *metadata.Topic) kmsg.MetadataResponseTopic {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"sync/atomic"
@@ -452,6 +453,53 @@ func TestACLMatrix(t *testing.T) {
 			return nil
 		}
 	}
+	bits := func(ops ...kmsg.ACLOperation) int32 {
+		var out int32
+		for _, op := range ops {
+			out |= 1 << op
+		}
+		return out
+	}
+	metadataOpsReq := func() kmsg.Request {
+		r := metadataReq("t").(*kmsg.MetadataRequest)
+		r.IncludeTopicAuthorizedOperations = true
+		return r
+	}
+	// topicOps checks topic t's answer: code (0 for none) and its
+	// authorized operations.
+	topicOps := func(code int16, want int32) func(kmsg.Response) error {
+		return func(resp kmsg.Response) error {
+			r := resp.(*kmsg.MetadataResponse)
+			if len(r.Topics) != 1 || r.Topics[0].ErrorCode != code || r.Topics[0].AuthorizedOperations != want {
+				return fmt.Errorf("answered %+v, want %v and authorized operations %#x", r.Topics, kerr.ErrorForCode(code), want)
+			}
+			return nil
+		}
+	}
+	metadataClusterOps := func(want int32) func(kmsg.Response) error {
+		return func(resp kmsg.Response) error {
+			if r := resp.(*kmsg.MetadataResponse); r.Version != 10 || r.AuthorizedOperations != want {
+				return fmt.Errorf("v%d: cluster authorized operations %#x, want %#x", r.Version, r.AuthorizedOperations, want)
+			}
+			return nil
+		}
+	}
+	metadataV10 := kversion.Stable()
+	metadataV10.SetMaxKeyVersion(kmsg.Metadata.Int16(), 10)
+	describeGroupsOpsReq := func() kmsg.Request {
+		r := kmsg.NewPtrDescribeGroupsRequest()
+		r.Groups, r.IncludeAuthorizedOperations = []string{"lg"}, true
+		return r
+	}
+	groupOps := func(want int32) func(kmsg.Response) error {
+		return func(resp kmsg.Response) error {
+			r := resp.(*kmsg.DescribeGroupsResponse)
+			if len(r.Groups) != 1 || r.Groups[0].ErrorCode != 0 || r.Groups[0].AuthorizedOperations != want {
+				return fmt.Errorf("answered %+v, want authorized operations %#x", r.Groups, want)
+			}
+			return nil
+		}
+	}
 	noError := func(resp kmsg.Response) error {
 		if c := firstCode(resp); c != 0 {
 			return kerr.ErrorForCode(c)
@@ -468,6 +516,17 @@ func TestACLMatrix(t *testing.T) {
 
 		{name: "DescribeCluster authorized operations", acl: clusterACL(kadm.OpDescribe), req: describeClusterOpsReq,
 			denied: clusterOps(0), allowed: clusterOps(1 << kmsg.ACLOperationDescribe)},
+
+		{name: "Metadata topic authorized operations", acl: topicACL("t", kadm.OpDescribe, kadm.OpWrite), req: metadataOpsReq,
+			denied:  topicOps(kerr.TopicAuthorizationFailed.Code, math.MinInt32),
+			allowed: topicOps(0, bits(kmsg.ACLOperationDescribe, kmsg.ACLOperationWrite))},
+		{name: "Metadata cluster authorized operations", acl: clusterACL(kadm.OpDescribe), req: func() kmsg.Request {
+			r := kmsg.NewPtrMetadataRequest()
+			r.IncludeClusterAuthorizedOperations = true
+			return r
+		}, denied: metadataClusterOps(0), allowed: metadataClusterOps(bits(kmsg.ACLOperationDescribe)), opts: []kgo.Opt{kgo.MaxVersions(metadataV10)}},
+		{name: "DescribeGroups authorized operations", acl: groupACL("lg", kadm.OpDescribe, kadm.OpDelete), req: describeGroupsOpsReq,
+			want: kerr.GroupAuthorizationFailed, allowed: groupOps(bits(kmsg.ACLOperationDescribe, kmsg.ACLOperationDelete))},
 
 		{name: "Produce", acl: topicACL("t", kadm.OpWrite), req: func() kmsg.Request { return produceReq(nil) }, want: kerr.TopicAuthorizationFailed},
 		{name: "Produce transactional", acl: func(b *kadm.ACLBuilder) *kadm.ACLBuilder {
@@ -819,7 +878,7 @@ func TestACLMatrix(t *testing.T) {
 	})
 
 	// A super user is authorized for every operation on the cluster.
-	t.Run("DescribeCluster authorized operations of a super user", func(t *testing.T) {
+	t.Run("authorized operations of a super user", func(t *testing.T) {
 		resp, err := admin.Request(ctx, describeClusterOpsReq())
 		if err != nil {
 			t.Fatal(err)
@@ -830,6 +889,23 @@ func TestACLMatrix(t *testing.T) {
 			all |= 1 << op
 		}
 		if err := clusterOps(all)(resp); err != nil {
+			t.Fatal(err)
+		}
+		resp, err = admin.Request(ctx, metadataOpsReq())
+		if err != nil {
+			t.Fatal(err)
+		}
+		allTopic := bits(kmsg.ACLOperationRead, kmsg.ACLOperationWrite, kmsg.ACLOperationCreate, kmsg.ACLOperationDescribe,
+			kmsg.ACLOperationDelete, kmsg.ACLOperationAlter, kmsg.ACLOperationDescribeConfigs, kmsg.ACLOperationAlterConfigs)
+		if err := topicOps(0, allTopic)(resp); err != nil {
+			t.Fatal(err)
+		}
+		resp, err = admin.Request(ctx, describeGroupsOpsReq())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := groupOps(bits(kmsg.ACLOperationRead, kmsg.ACLOperationDescribe, kmsg.ACLOperationDelete,
+			kmsg.ACLOperationDescribeConfigs, kmsg.ACLOperationAlterConfigs))(resp); err != nil {
 			t.Fatal(err)
 		}
 	})
