@@ -3,8 +3,6 @@ package broker
 import (
 	"context"
 	"fmt"
-	"net"
-	"sync"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -103,60 +101,15 @@ func grant10kACLs(b *testing.B, tb *testBroker, adm *kadm.Client) {
 }
 
 func benchProduceAuthorized(b *testing.B, on, acls bool) {
-	const (
-		partitions = 4
-		perBatch   = 100
-	)
 	settings := map[string]string{}
 	if on {
 		settings = authorizerSettings()
 	}
-	tb := startBroker(b, settings)
-	adm := newAdmin(b, tb.Addr())
-	createTopic(b, adm, "bench", partitions, nil)
-	if acls {
-		grant10kACLs(b, tb, adm)
-	}
-	batch := benchBatch(b, record.CodecNone, perBatch)
-	frames := make([][]byte, partitions)
-	for p := range frames {
-		req := kmsg.NewPtrProduceRequest()
-		req.Version, req.Acks, req.TimeoutMillis = 9, 1, 30_000
-		rt := kmsg.NewProduceRequestTopic()
-		rt.Topic = "bench"
-		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Partition, rp.Records = int32(p), batch
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		var rh kmsg.RequestFormatter
-		frames[p] = rh.AppendRequest(nil, req, 1)
-	}
-	conns := make([]net.Conn, partitions)
-	for p := range conns {
-		c, err := net.Dial("tcp", tb.Addr())
-		if err != nil {
-			b.Fatal(err)
+	benchProduceWith(b, record.CodecNone, settings, func(tb *testBroker) {
+		if acls {
+			grant10kACLs(b, tb, newAdmin(b, tb.Addr()))
 		}
-		defer c.Close()
-		conns[p] = c
-		sendAll(b, c, frames[p], 1)
-	}
-	requests := (b.N + perBatch - 1) / perBatch
-	b.SetBytes(100)
-	b.ResetTimer()
-	cpu0 := cpuTime()
-	var wg sync.WaitGroup
-	for p := range partitions {
-		n := requests / partitions
-		if p < requests%partitions {
-			n++
-		}
-		wg.Go(func() { sendAll(b, conns[p], frames[p], n) })
-	}
-	wg.Wait()
-	cpu := cpuTime() - cpu0
-	b.StopTimer()
-	b.ReportMetric(float64(cpu.Nanoseconds())/float64(requests*perBatch), "cpu-ns/record")
+	})
 }
 
 func grantBench(b *testing.B, adm *kadm.Client, acls *kadm.ACLBuilder) {
