@@ -712,7 +712,7 @@ func authorizeOffsetDelete(b *Broker, a access, ctx context.Context, c *wire.Con
 
 func authorizeDescribeGroups(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 	r := req.Body.(*kmsg.DescribeGroupsRequest)
-	denied, kept := splitNames(r.Groups, func(g string) bool { return a.group(auth.OpDescribe, g) })
+	kept, denied := split(r.Groups, func(g string) bool { return a.group(auth.OpDescribe, g) })
 	r.Groups = kept
 	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) {
 		resp := body.(*kmsg.DescribeGroupsResponse)
@@ -731,7 +731,7 @@ func authorizeDescribeGroups(b *Broker, a access, ctx context.Context, c *wire.C
 
 func authorizeConsumerGroupDescribe(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 	r := req.Body.(*kmsg.ConsumerGroupDescribeRequest)
-	denied, kept := splitNames(r.Groups, func(g string) bool { return a.group(auth.OpDescribe, g) })
+	kept, denied := split(r.Groups, func(g string) bool { return a.group(auth.OpDescribe, g) })
 	r.Groups = kept
 	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) {
 		resp := body.(*kmsg.ConsumerGroupDescribeResponse)
@@ -766,7 +766,7 @@ func authorizeListGroups(b *Broker, a access, ctx context.Context, c *wire.Conn,
 
 func authorizeDeleteGroups(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 	r := req.Body.(*kmsg.DeleteGroupsRequest)
-	denied, kept := splitNames(r.Groups, func(g string) bool { return a.group(auth.OpDelete, g) })
+	kept, denied := split(r.Groups, func(g string) bool { return a.group(auth.OpDelete, g) })
 	r.Groups = kept
 	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) {
 		resp := body.(*kmsg.DeleteGroupsResponse)
@@ -776,19 +776,6 @@ func authorizeDeleteGroups(b *Broker, a access, ctx context.Context, c *wire.Con
 			resp.Groups = append(resp.Groups, rg)
 		}
 	})
-}
-
-// splitNames parts names into those ok refuses and those it allows.
-func splitNames(names []string, ok func(string) bool) (denied, kept []string) {
-	kept = names[:0:0]
-	for _, n := range names {
-		if ok(n) {
-			kept = append(kept, n)
-		} else {
-			denied = append(denied, n)
-		}
-	}
-	return denied, kept
 }
 
 // authorizeCreateTopics is Kafka's ControllerApis.createTopics: CREATE on
@@ -848,7 +835,7 @@ func authorizeCreateTopics(b *Broker, a access, ctx context.Context, c *wire.Con
 
 func authorizeDeleteTopics(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 	r := req.Body.(*kmsg.DeleteTopicsRequest)
-	deniedNames, keptNames := splitNames(r.TopicNames, func(n string) bool { return a.topic(auth.OpDelete, n) })
+	keptNames, deniedNames := split(r.TopicNames, func(n string) bool { return a.topic(auth.OpDelete, n) })
 	var deniedTopics []kmsg.DeleteTopicsRequestTopic
 	kept := r.Topics[:0:0]
 	for _, t := range r.Topics {
@@ -889,24 +876,16 @@ func authorizeDeleteTopics(b *Broker, a access, ctx context.Context, c *wire.Con
 
 func authorizeCreatePartitions(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 	r := req.Body.(*kmsg.CreatePartitionsRequest)
-	var denied []string
-	kept := r.Topics[:0:0]
-	for _, t := range r.Topics {
-		if a.topic(auth.OpAlter, t.Topic) {
-			kept = append(kept, t)
-		} else {
-			denied = append(denied, t.Topic)
-		}
-	}
+	kept, denied := split(r.Topics, func(t kmsg.CreatePartitionsRequestTopic) bool { return a.topic(auth.OpAlter, t.Topic) })
 	if len(denied) == 0 {
 		return next(b, ctx, c, req)
 	}
 	r.Topics = kept
 	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) {
 		resp := body.(*kmsg.CreatePartitionsResponse)
-		for _, n := range denied {
+		for _, d := range denied {
 			t := kmsg.NewCreatePartitionsResponseTopic()
-			t.Topic, t.ErrorCode = n, topicDenied
+			t.Topic, t.ErrorCode = d.Topic, topicDenied
 			resp.Topics = append(resp.Topics, t)
 		}
 	})

@@ -70,7 +70,7 @@ func txnOffsetCommitErrors(topics []kmsg.TxnOffsetCommitRequestTopic, code int16
 // transactions it may, as KafkaApis does.
 func authorizeDescribeTransactions(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 	r := req.Body.(*kmsg.DescribeTransactionsRequest)
-	denied, kept := splitNames(r.TransactionalIDs, func(id string) bool {
+	kept, denied := split(r.TransactionalIDs, func(id string) bool {
 		return a.can(auth.OpDescribe, auth.ResourceTransactionalID, id)
 	})
 	r.TransactionalIDs = kept
@@ -121,24 +121,16 @@ func authorizeDescribeTopicPartitions(b *Broker, a access, ctx context.Context, 
 			resp.Topics = kept
 		})
 	}
-	var denied []string
-	kept := r.Topics[:0:0]
-	for _, t := range r.Topics {
-		if a.topic(auth.OpDescribe, t.Topic) {
-			kept = append(kept, t)
-		} else {
-			denied = append(denied, t.Topic)
-		}
-	}
+	kept, denied := split(r.Topics, func(t kmsg.DescribeTopicPartitionsRequestTopic) bool { return a.topic(auth.OpDescribe, t.Topic) })
 	if len(denied) == 0 {
 		return next(b, ctx, c, req)
 	}
 	r.Topics = kept
 	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) {
 		resp := body.(*kmsg.DescribeTopicPartitionsResponse)
-		for _, n := range denied {
+		for _, d := range denied {
 			t := kmsg.NewDescribeTopicPartitionsResponseTopic()
-			name := n
+			name := d.Topic
 			t.Topic, t.ErrorCode = &name, topicDenied
 			resp.Topics = append(resp.Topics, t)
 		}
