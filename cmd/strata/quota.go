@@ -39,34 +39,25 @@ func (f *quotaEntityFlags) add(cmd *cobra.Command) {
 
 func (f *quotaEntityFlags) entity() (kadm.ClientQuotaEntity, error) {
 	var e kadm.ClientQuotaEntity
-	switch {
-	case f.user != "" && f.userDefault:
-		return nil, errors.New("give --user or --user-default, not both")
-	case f.user != "":
-		u := f.user
-		e = append(e, kadm.ClientQuotaEntityComponent{Type: "user", Name: &u})
-	case f.userDefault:
-		e = append(e, kadm.ClientQuotaEntityComponent{Type: "user"})
-	}
-	switch {
-	case f.clientID != "" && f.clientDefault:
-		return nil, errors.New("give --client-id or --client-default, not both")
-	case f.clientID != "":
-		c := f.clientID
-		e = append(e, kadm.ClientQuotaEntityComponent{Type: "client-id", Name: &c})
-	case f.clientDefault:
-		e = append(e, kadm.ClientQuotaEntityComponent{Type: "client-id"})
-	}
-	switch {
-	case f.ip != "" && f.ipDefault:
-		return nil, errors.New("give --ip or --ip-default, not both")
-	case (f.ip != "" || f.ipDefault) && len(e) > 0:
-		return nil, errors.New("an IP's quota stands alone: give --ip or --ip-default without --user or --client-id")
-	case f.ip != "":
-		ip := f.ip
-		e = append(e, kadm.ClientQuotaEntityComponent{Type: "ip", Name: &ip})
-	case f.ipDefault:
-		e = append(e, kadm.ClientQuotaEntityComponent{Type: "ip"})
+	for _, c := range []struct {
+		typ, name, nameFlag, defaultFlag string
+		isDefault                        bool
+	}{
+		{"user", f.user, "--user", "--user-default", f.userDefault},
+		{"client-id", f.clientID, "--client-id", "--client-default", f.clientDefault},
+		{"ip", f.ip, "--ip", "--ip-default", f.ipDefault},
+	} {
+		switch {
+		case c.name != "" && c.isDefault:
+			return nil, fmt.Errorf("give %s or %s, not both", c.nameFlag, c.defaultFlag)
+		case c.typ == "ip" && (c.name != "" || c.isDefault) && len(e) > 0:
+			return nil, errors.New("an IP's quota stands alone: give --ip or --ip-default without --user or --client-id")
+		case c.name != "":
+			name := c.name
+			e = append(e, kadm.ClientQuotaEntityComponent{Type: c.typ, Name: &name})
+		case c.isDefault:
+			e = append(e, kadm.ClientQuotaEntityComponent{Type: c.typ})
+		}
 	}
 	return e, nil
 }
