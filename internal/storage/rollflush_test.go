@@ -219,6 +219,36 @@ type gatedFS struct {
 	waiting chan string
 }
 
+// startGated starts a Manager over a gatedFS with its gate closed and
+// opens orders-0 in it; release opens the gate (once, whoever calls it).
+func startGated(t *testing.T) (m *Manager, l *Log, gfs *gatedFS, release func()) {
+	t.Helper()
+	dir := "/data"
+	gfs = &gatedFS{FS: newMem(t, dir), waiting: make(chan string, 1)}
+	cfg := testConfig()
+	m, err := OpenManager(gfs, dir, ManagerOptions{Logger: quietLogger(), Default: cfg, DisableCleaner: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Start()
+	l, err = m.GetOrCreate("orders", 0, cfg)
+	if err != nil {
+		m.Close()
+		t.Fatal(err)
+	}
+	gate := make(chan struct{})
+	gfs.mu.Lock()
+	gfs.gate = gate
+	gfs.mu.Unlock()
+	release = sync.OnceFunc(func() {
+		gfs.mu.Lock()
+		gfs.gate = nil
+		gfs.mu.Unlock()
+		close(gate)
+	})
+	return m, l, gfs, release
+}
+
 func (g *gatedFS) wrap(f vfs.File, err error, name string) (vfs.File, error) {
 	if err != nil || !strings.HasSuffix(name, logSuffix) {
 		return f, err
@@ -260,29 +290,8 @@ func (f gatedFile) Sync() error {
 // flusher's fsync of the rolled segment is held, and the recovery point
 // reaches the active segment once it is released.
 func TestRollDoesNotWaitForFsync(t *testing.T) {
-	dir := "/data"
-	gfs := &gatedFS{FS: newMem(t, dir), waiting: make(chan string, 1)}
-	cfg := testConfig()
-	m, err := OpenManager(gfs, dir, ManagerOptions{Logger: quietLogger(), Default: cfg, DisableCleaner: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Start()
+	m, l, gfs, release := startGated(t)
 	defer m.Close()
-	l, err := m.GetOrCreate("orders", 0, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gate := make(chan struct{})
-	gfs.mu.Lock()
-	gfs.gate = gate
-	gfs.mu.Unlock()
-	release := sync.OnceFunc(func() {
-		gfs.mu.Lock()
-		gfs.gate = nil
-		gfs.mu.Unlock()
-		close(gate)
-	})
 	defer release() // before m.Close, which syncs
 	fillSegments(t, l, 2)
 	select {
@@ -395,29 +404,8 @@ func TestWriteRollSnapshotSyncedByFlush(t *testing.T) {
 // segment and returns; the flush then completes without taking the log
 // offline, and the recovery point reaches the active segment.
 func TestRollFlushDoesNotHoldDeletion(t *testing.T) {
-	dir := "/data"
-	gfs := &gatedFS{FS: newMem(t, dir), waiting: make(chan string, 1)}
-	cfg := testConfig()
-	m, err := OpenManager(gfs, dir, ManagerOptions{Logger: quietLogger(), Default: cfg, DisableCleaner: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Start()
+	m, l, gfs, release := startGated(t)
 	defer m.Close()
-	l, err := m.GetOrCreate("orders", 0, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gate := make(chan struct{})
-	gfs.mu.Lock()
-	gfs.gate = gate
-	gfs.mu.Unlock()
-	release := sync.OnceFunc(func() {
-		gfs.mu.Lock()
-		gfs.gate = nil
-		gfs.mu.Unlock()
-		close(gate)
-	})
 	defer release()
 	fillSegments(t, l, 3)
 	select {
