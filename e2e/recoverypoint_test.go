@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strata-io/strata/internal/storage"
+	"github.com/strata-io/strata/internal/testutil/poll"
 	"github.com/strata-io/strata/internal/vfs"
 )
 
@@ -55,16 +56,10 @@ func TestKillNineRecoversFromCheckpoint(t *testing.T) {
 		return slices.Max(bases)
 	}()
 	tp := storage.TopicPartition{Topic: "rolls", Partition: 0}
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	poll.UntilStatus(t, 30*time.Second, "the recovery-point checkpoint to name the active segment", func() (bool, string) {
 		points, _ := storage.ReadOffsetCheckpoint(vfs.Default, filepath.Join(dir, storage.RecoveryPointCheckpointFile))
-		if points[tp] == active {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("recovery-point checkpoint says %d, want the active segment %d", points[tp], active)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return points[tp] == active, fmt.Sprintf("it says %d, want %d", points[tp], active)
+	})
 	p.kill()
 	p.restart()
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/internal/record"
+	"github.com/strata-io/strata/internal/testutil/poll"
 	"github.com/strata-io/strata/internal/vfs"
 )
 
@@ -157,17 +158,11 @@ func TestManagerFlushesRollsAndCheckpoints(t *testing.T) {
 	// the active segment.
 	tp := TopicPartition{"orders", 0}
 	var crashed *vfs.MemFS
-	for deadline := time.Now().Add(20 * time.Second); ; {
+	poll.UntilStatus(t, 20*time.Second, "the durable recovery-point checkpoint to name the active segment", func() (bool, string) {
 		crashed = fs.CrashClone()
 		cp, _ := ReadOffsetCheckpoint(crashed, filepath.Join(dir, RecoveryPointCheckpointFile))
-		if cp[tp] == active {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("durable recovery-point checkpoint %v (log's recovery point %d), want %d", cp[tp], l.RecoveryPoint(), active)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return cp[tp] == active, fmt.Sprintf("checkpoint %v (log's recovery point %d), want %d", cp[tp], l.RecoveryPoint(), active)
+	})
 	want := batchesBelow(t, l, active)
 
 	var logs syncBuffer
@@ -323,12 +318,9 @@ func TestRollDoesNotWaitForFsync(t *testing.T) {
 	}
 	release()
 	active := l.SegmentBaseOffsets()[3]
-	for deadline := time.Now().Add(20 * time.Second); l.RecoveryPoint() != active; {
-		if time.Now().After(deadline) {
-			t.Fatalf("recovery point %d, want the active segment %d", l.RecoveryPoint(), active)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	poll.UntilStatus(t, 20*time.Second, "the recovery point to reach the active segment", func() (bool, string) {
+		return l.RecoveryPoint() == active, fmt.Sprintf("recovery point %d, want %d", l.RecoveryPoint(), active)
+	})
 }
 
 // TestWriteRollSnapshotSyncedByFlush: a roll's snapshot is written without
@@ -365,37 +357,27 @@ func TestWriteRollSnapshotSyncedByFlush(t *testing.T) {
 	// The roll flusher runs once started: the rolls and the snapshot were
 	// queued.
 	m.Start()
-	for deadline := time.Now().Add(20 * time.Second); ; {
-		crashed := fs.CrashClone()
+	var crashed *vfs.MemFS
+	poll.UntilStatus(t, 20*time.Second, "the snapshot to be durable", func() (bool, string) {
+		crashed = fs.CrashClone()
 		got, err := vfs.ReadFile(crashed, path)
-		if err == nil && bytes.Equal(got, data) && l.RecoveryPoint() == active {
-			r := openTestLog(t, crashed, filepath.Join(dir, "orders-0"), cfg, LogOptions{RecoveryPoint: active})
-			if offs := r.SnapshotOffsets(); !slices.Contains(offs, active) {
-				t.Fatalf("snapshots %v after the crash, want %d", offs, active)
-			}
-			r.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the snapshot is not durable (%q, %v), recovery point %d", got, err, l.RecoveryPoint())
-		}
-		time.Sleep(time.Millisecond)
+		return err == nil && bytes.Equal(got, data) && l.RecoveryPoint() == active, fmt.Sprintf("%q, %v, recovery point %d", got, err, l.RecoveryPoint())
+	})
+	r := openTestLog(t, crashed, filepath.Join(dir, "orders-0"), cfg, LogOptions{RecoveryPoint: active})
+	if offs := r.SnapshotOffsets(); !slices.Contains(offs, active) {
+		t.Fatalf("snapshots %v after the crash, want %d", offs, active)
 	}
+	r.Close()
 	// Already at the recovery point: a snapshot written now is synced by
 	// a round of its own.
 	data2 := []byte("written again")
 	if err := l.WriteRollSnapshot(active, data2); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(20 * time.Second); ; {
-		if got, err := vfs.ReadFile(fs.CrashClone(), path); err == nil && bytes.Equal(got, data2) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the second snapshot is not durable")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	poll.Until(t, 20*time.Second, "the second snapshot to be durable", func() bool {
+		got, err := vfs.ReadFile(fs.CrashClone(), path)
+		return err == nil && bytes.Equal(got, data2)
+	})
 }
 
 // TestRollFlushDoesNotHoldDeletion: while the roll flusher's fsync of a
@@ -429,15 +411,12 @@ func TestRollFlushDoesNotHoldDeletion(t *testing.T) {
 	}
 	release()
 	active := bases[len(bases)-1]
-	for deadline := time.Now().Add(20 * time.Second); l.RecoveryPoint() != active; {
+	poll.UntilStatus(t, 20*time.Second, "the recovery point to reach the active segment", func() (bool, string) {
 		if err := l.Offline(); err != nil {
 			t.Fatal(err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("recovery point %d, want the active segment %d", l.RecoveryPoint(), active)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return l.RecoveryPoint() == active, fmt.Sprintf("recovery point %d, want %d", l.RecoveryPoint(), active)
+	})
 	if err := l.Offline(); err != nil {
 		t.Fatal(err)
 	}
