@@ -341,6 +341,13 @@ func (l *Log) writable() error {
 // and trims its indexes, which are synced (unless the log is offline), and
 // every file is closed, including those awaiting delayed deletion (which are
 // removed now). Close does not flush data; the Manager flushes first.
+//
+// A deleted log's files are only closed: they are about to be removed (a
+// crash leaves a "-delete" directory that opening removes), and its
+// indexes' paths still name the directory as it was before the rename, so
+// a final time-index entry or a trim would open a file that is gone.
+// Kafka's delete of a log likewise closes and removes its segments without
+// a flush.
 func (l *Log) Close() error {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
@@ -352,14 +359,15 @@ func (l *Log) Close() error {
 		return nil
 	}
 	l.closed = true
-	segs := l.segments
+	segs, deleted := l.segments, l.deleted
 	l.mu.Unlock()
 
 	var errs []error
-	if l.Offline() == nil {
+	live := !deleted && l.Offline() == nil
+	if live {
 		errs = append(errs, l.syncSnapshots(l.dir))
 	}
-	if len(segs) > 0 && l.Offline() == nil {
+	if len(segs) > 0 && live {
 		active := segs[len(segs)-1]
 		if err := active.becomeInactive(); err != nil {
 			errs = append(errs, err)

@@ -1,12 +1,16 @@
 package storage
 
 import (
+	"bytes"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/strata-io/strata/internal/testutil/poll"
 	"github.com/strata-io/strata/internal/vfs"
 )
 
@@ -332,5 +336,61 @@ func TestCleanShutdownBrokerEpoch(t *testing.T) {
 	defer m.Close()
 	if e := m.CleanShutdownBrokerEpoch(); e != -1 {
 		t.Fatalf("after a crash: %d", e)
+	}
+}
+
+// lockedBuffer collects a logger's output from any goroutine.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// Deleting a log, on real files, logs no warning: closing the renamed log
+// must not reach for a file under the directory it had before the rename
+// (an index's lazily opened file, whose path still named it, did). Logs
+// empty, with a few records (an index without entries), and with rolled
+// segments, deleted at once and after file.delete.delay.ms.
+func TestManagerDeleteLogsNoWarning(t *testing.T) {
+	dir := t.TempDir()
+	var out lockedBuffer
+	cfg := testConfig()
+	m, err := OpenManager(vfs.Default, dir, ManagerOptions{Logger: slog.New(slog.NewTextHandler(&out, nil)), Default: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for i, batches := range []int{0, 1, 3, 60} {
+		for _, delay := range []int64{0, 1} {
+			c := cfg
+			c.FileDeleteDelayMs = delay
+			topic := fmt.Sprintf("t%d-%d", i, delay)
+			l, err := m.GetOrCreate(topic, 0, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range batches {
+				mustAppend(t, l, makeBatch(t, spec{records: 2, valueSize: 100}), leader(0))
+			}
+			if err := m.Delete(topic, 0); err != nil {
+				t.Fatal(err)
+			}
+			deleted := l.Dir()
+			poll.Until(t, 10*time.Second, deleted+" removed", func() bool { return !vfs.Exists(vfs.Default, deleted) })
+		}
+	}
+	if s := out.String(); strings.Contains(s, "level=WARN") || strings.Contains(s, "level=ERROR") {
+		t.Fatalf("deleting logs logged:\n%s", s)
 	}
 }
