@@ -361,7 +361,14 @@ func TestUpdateFeaturesMovesTransactionVersion(t *testing.T) {
 		req.FeatureUpdates = []kmsg.UpdateFeaturesRequestFeatureUpdate{u}
 		resp := rawRequest(t, tb.Addr(), req).(*kmsg.UpdateFeaturesResponse)
 		if resp.ErrorCode != 0 {
-			t.Fatalf("UpdateFeatures: %v", kerr.ErrorForCode(resp.ErrorCode))
+			// A failed update fails the request, as in Kafka.
+			if len(resp.Results) != 0 {
+				t.Fatalf("UpdateFeatures failed with %v and %d results, want none", kerr.ErrorForCode(resp.ErrorCode), len(resp.Results))
+			}
+			return resp.ErrorCode
+		}
+		if len(resp.Results) != 1 {
+			t.Fatalf("UpdateFeatures: %d results, want 1", len(resp.Results))
 		}
 		return resp.Results[0].ErrorCode
 	}

@@ -21,11 +21,15 @@ import (
 // back with a downgrade (v0 AllowDowngrade, v1 UpgradeType 2 or 3), which
 // is safe: clients move to the finalized version at their next
 // transaction.
-// * Each feature gets its own error (INVALID_UPDATE_VERSION for an
-// unknown feature, an unsupported level, a level a registered broker does
-// not support, or a downgrade not asked for); the top-level error is set
-// only when the controller could not be reached. v1's ValidateOnly checks
-// without writing.
+// * All or nothing, as Kafka's controller (QuorumController.updateFeatures):
+// when an update fails (an unknown feature, an unsupported level, a level
+// a registered broker does not support, or a downgrade not asked for),
+// nothing is written and the answer is that update's error at the top
+// level (INVALID_UPDATE_VERSION), with no per-feature results; a client
+// that reads only the results (sarama) would otherwise see success. When
+// the controller cannot be reached, the top level and every feature carry
+// the error, as Kafka's error response does. On success every feature is
+// answered NONE. v1's ValidateOnly checks without writing.
 func init() { registerAdmin(kmsg.UpdateFeatures.Int16(), 0, 1, (*Broker).handleUpdateFeatures) }
 
 func (b *Broker) handleUpdateFeatures(ctx context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
@@ -40,17 +44,20 @@ func (b *Broker) handleUpdateFeatures(ctx context.Context, _ *wire.Conn, req *wi
 			}
 			updates[i] = controller.FeatureUpdate{Name: u.Feature, Level: u.MaxVersionLevel, Downgrade: downgrade}
 		}
-		errs := b.controller.UpdateFeatures(ctx, updates, r.ValidateOnly)
-		for i, u := range r.FeatureUpdates {
+		err := b.controller.UpdateFeatures(ctx, updates, r.ValidateOnly)
+		code := errorCode(err)
+		if code == kerr.InvalidUpdateVersion.Code {
+			resp.ErrorCode = code
+			msg := "The update failed for all features since the following feature had an error: " + err.Error()
+			resp.ErrorMessage = &msg
+			return resp
+		}
+		resp.ErrorCode, resp.ErrorMessage = code, errorMessage(err)
+		for _, u := range r.FeatureUpdates {
 			res := kmsg.NewUpdateFeaturesResponseResult()
 			res.Feature = u.Feature
-			res.ErrorCode, res.ErrorMessage = errorCode(errs[i]), errorMessage(errs[i])
+			res.ErrorCode, res.ErrorMessage = code, errorMessage(err)
 			resp.Results = append(resp.Results, res)
-		}
-		for _, err := range errs {
-			if code := errorCode(err); code == kerr.NotController.Code || code == kerr.RequestTimedOut.Code {
-				resp.ErrorCode, resp.ErrorMessage = code, errorMessage(err)
-			}
 		}
 		return resp
 	})

@@ -25,28 +25,24 @@ type FeatureUpdate struct {
 // controller supports, at a level it supports, that every registered
 // broker supports (a broker from before features supports only level 0,
 // so a cluster in the middle of a rolling upgrade cannot move on), and may
-// lower a level only when asked to. The updates that pass are written in
-// one metadata change; the result holds each update's error.
-func (c *Controller) UpdateFeatures(ctx context.Context, updates []FeatureUpdate, validateOnly bool) []error {
-	errs := make([]error, len(updates))
+// lower a level only when asked to. The request is all or nothing, as in
+// Kafka: the first update that fails fails it, with that update's error
+// (INVALID_UPDATE_VERSION), and nothing is written; else every update is
+// written in one metadata change (none with validateOnly).
+func (c *Controller) UpdateFeatures(ctx context.Context, updates []FeatureUpdate, validateOnly bool) error {
 	_, err := c.propose(ctx, func(img *metadata.Image) ([]metadata.Record, error) {
 		var records []metadata.Record
-		for i, u := range updates {
-			errs[i] = planFeatureUpdate(img, u)
-			if errs[i] == nil && !validateOnly && img.Features[u.Name] != u.Level {
+		for _, u := range updates {
+			if err := planFeatureUpdate(img, u); err != nil {
+				return nil, err
+			}
+			if !validateOnly && img.Features[u.Name] != u.Level {
 				records = append(records, metadata.Record{FeatureLevel: &metadata.FeatureLevelRecord{Name: u.Name, Level: u.Level}})
 			}
 		}
 		return records, nil
 	})
-	if err != nil {
-		for i := range errs {
-			if errs[i] == nil {
-				errs[i] = err
-			}
-		}
-	}
-	return errs
+	return err
 }
 
 func planFeatureUpdate(img *metadata.Image, u FeatureUpdate) error {
