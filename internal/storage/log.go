@@ -140,8 +140,7 @@ type Log struct {
 	deleteHorizon     atomic.Int64
 	uncleanable       atomic.Bool
 
-	deleteMu sync.Mutex
-	pending  map[*pendingDelete]struct{}
+	deletes deleteQueue
 
 	// recovery is what opening the log found and did; written by load
 	// only, before the log is shared.
@@ -175,7 +174,7 @@ func OpenLog(fs vfs.FS, dir string, cfg Config, opts LogOptions) (*Log, error) {
 		return nil, err
 	}
 	l := &Log{fs: fs, topic: tp.Topic, partition: tp.Partition, dir: dir, logger: opts.Logger, now: opts.Now,
-		budget: opts.DecompressionBudget, pending: map[*pendingDelete]struct{}{}, summarized: opts.summarized,
+		budget: opts.DecompressionBudget, summarized: opts.summarized,
 		rolled: opts.rolled}
 	if l.budget == nil {
 		l.budget = record.DefaultBudget
@@ -190,6 +189,7 @@ func OpenLog(fs vfs.FS, dir string, cfg Config, opts LogOptions) (*Log, error) {
 		l.logger = slog.Default()
 	}
 	l.logger = l.logger.With("topic", tp.Topic, "partition", tp.Partition)
+	l.deletes.fs, l.deletes.logger, l.deletes.dir = fs, l.logger, l.Dir
 	if l.now == nil {
 		l.now = time.Now
 	}
@@ -378,7 +378,7 @@ func (l *Log) Close() error {
 	for _, s := range segs {
 		errs = append(errs, s.close())
 	}
-	l.runPendingDeletes()
+	l.deletes.finishAll()
 	return errors.Join(errs...)
 }
 

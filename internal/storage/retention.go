@@ -1,92 +1,26 @@
 package storage
 
 import (
-	"errors"
 	"fmt"
-	"os"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/strata-io/strata/internal/record"
 	"github.com/strata-io/strata/internal/vfs"
 )
 
-// pendingDelete is a retired segment whose files wait out
-// file.delete.delay.ms, renamed *.deleted, before they are closed and
-// removed.
-type pendingDelete struct {
-	seg   *segment
-	timer *time.Timer
-	once  sync.Once // the timer and Close may both try to finish it
-}
-
-// retireLocked takes segments out of use: their files are renamed
-// "*.deleted" at once (so their names can be reused and a restart removes
-// them) and closed and removed after file.delete.delay.ms, so regions handed
-// out before stay readable. The caller holds l.appendMu and l.flushMu and
-// has removed them from l.segments.
-func (l *Log) retireLocked(segs []*segment) error {
-	delay := time.Duration(l.cfg.Load().FileDeleteDelayMs) * time.Millisecond
-	dir := l.Dir()
-	for _, s := range segs {
-		for _, p := range s.paths(dir) {
-			if err := l.fs.Rename(p, p+deletedSuffix); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return l.fail("renaming deleted segment", err)
-			}
-		}
-		pd := &pendingDelete{seg: s}
-		if delay <= 0 {
-			l.finishDelete(pd)
-			continue
-		}
-		l.deleteMu.Lock()
-		l.pending[pd] = struct{}{}
-		pd.timer = time.AfterFunc(delay, func() {
-			l.finishDelete(pd)
-			l.deleteMu.Lock()
-			delete(l.pending, pd)
-			l.deleteMu.Unlock()
-		})
-		l.deleteMu.Unlock()
-	}
-	return nil
-}
-
-func (l *Log) finishDelete(pd *pendingDelete) {
-	pd.once.Do(func() { l.finishDeleteOnce(pd) })
-}
-
-func (l *Log) finishDeleteOnce(pd *pendingDelete) {
-	if err := pd.seg.close(); err != nil {
-		l.logger.Warn("closing deleted segment", "segment", pd.seg.baseOffset, "err", err)
-	}
-	dir := l.Dir()
-	for _, p := range pd.seg.paths(dir) {
-		if err := l.fs.Remove(p + deletedSuffix); err != nil && !errors.Is(err, os.ErrNotExist) {
-			l.logger.Warn("removing deleted segment file", "path", p+deletedSuffix, "err", err)
-		}
-	}
-}
-
-// runPendingDeletes finishes every delayed deletion now (Close).
-func (l *Log) runPendingDeletes() {
-	l.deleteMu.Lock()
-	pending := l.pending
-	l.pending = map[*pendingDelete]struct{}{}
-	l.deleteMu.Unlock()
-	for pd := range pending {
-		pd.timer.Stop()
-		l.finishDelete(pd)
-	}
-}
-
 // PendingDeletes returns how many retired segments still wait out
 // file.delete.delay.ms.
-func (l *Log) PendingDeletes() int {
-	l.deleteMu.Lock()
-	defer l.deleteMu.Unlock()
-	return len(l.pending)
+func (l *Log) PendingDeletes() int { return l.deletes.len() }
+
+// retireLocked hands segments the caller removed from l.segments to the
+// delete queue. l.appendMu and l.flushMu must be held.
+func (l *Log) retireLocked(segs []*segment) error {
+	delay := time.Duration(l.cfg.Load().FileDeleteDelayMs) * time.Millisecond
+	if err := l.deletes.retire(segs, delay); err != nil {
+		return l.fail("renaming deleted segment", err)
+	}
+	return nil
 }
 
 // deletePrefixLocked retires the first n segments (never the active one)
