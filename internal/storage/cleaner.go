@@ -153,7 +153,7 @@ func (l *Log) cleanState(now time.Time) cleanState {
 	}
 	sealed := c.segs[:len(c.segs)-1]
 	c.FirstUncleanableOffset = min(c.segs[len(c.segs)-1].baseOffset, l.retentionBound.Load())
-	if f := l.firstUnstable.Load(); f >= 0 {
+	if f := l.txns.firstUnstable.Load(); f >= 0 {
 		c.FirstUncleanableOffset = min(c.FirstUncleanableOffset, f)
 	}
 	if cfg.MinCompactionLagMs > 0 {
@@ -370,7 +370,7 @@ func (l *Log) buildOffsetMap(ctx context.Context, c *cleanState, m *offsetMap) (
 			if h.BaseOffset >= to {
 				return to, nil
 			}
-			if h.IsControl() || h.IsTransactional() && l.isAborted(h.ProducerID, h.BaseOffset) {
+			if h.IsControl() || h.IsTransactional() && l.txns.isAborted(h.ProducerID, h.BaseOffset) {
 				// Markers hold no keys; an aborted transaction's
 				// records shadow nothing (and are removed).
 				mapEnd = min(h.NextOffset(), to)
@@ -578,7 +578,7 @@ func (f *batchFilter) retain(h *record.Header, r *record.RawRecord) (keep, tombs
 	if off >= f.mapEnd {
 		return true, false
 	}
-	if h.IsTransactional() && f.log.isAborted(h.ProducerID, h.BaseOffset) {
+	if h.IsTransactional() && f.log.txns.isAborted(h.ProducerID, h.BaseOffset) {
 		return false, false
 	}
 	if r.Key == nil {

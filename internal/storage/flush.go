@@ -195,7 +195,7 @@ func (l *Log) flushLocked(rolledOnly bool) error {
 			return l.fail("syncing the data directory", err)
 		}
 	}
-	if err := l.commitRecoveryPoint(recoveryPoint, target); err != nil {
+	if err := l.txns.commitRecoveryPoint(recoveryPoint, target); err != nil {
 		return err
 	}
 	if !rolledOnly {

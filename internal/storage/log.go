@@ -78,24 +78,9 @@ type Log struct {
 	// other lock and with none under it, guards it.
 	unsyncedSnapshotsMu sync.Mutex
 	unsyncedSnapshots   map[int64]struct{}
-	// txnMu guards the aborted-transaction indexes (txnindex.go); after
-	// appendMu, snapshotMu and flushMu, before mu.
-	txnMu sync.Mutex
-	// txnFiles are the entries of each .txnindex file by its base
-	// offset; aborted is all of them by marker offset. txnMu guards both.
-	txnFiles map[int64][]AbortedTxn
-	aborted  []AbortedTxn
-	// txnUnsynced are the .txnindex files (by base offset) written since
-	// the last flush, true for one created since (its directory entry
-	// needs a sync too); txnMu guards it.
-	txnUnsynced map[int64]bool
-	// txnSuspectFrom is where the aborted-transaction index stops being
-	// trusted after open (TxnIndexSuspectFrom); set by load, then only
-	// read.
-	txnSuspectFrom int64
-	// firstUnstable is SetFirstUnstableOffset's, -1 when none.
-	firstUnstable atomic.Int64
-	flushMu       sync.Mutex
+	// txns is the aborted-transaction index (txnindex.go).
+	txns    txnIndex
+	flushMu sync.Mutex
 
 	// Group commit: commitMu guards committing (a Flush round is running);
 	// commitDone is signalled when one ends. Never held across I/O.
@@ -182,7 +167,9 @@ func OpenLog(fs vfs.FS, dir string, cfg Config, opts LogOptions) (*Log, error) {
 	l.commitDone = sync.NewCond(&l.commitMu)
 	l.retentionBound.Store(math.MaxInt64)
 	l.highWatermark.Store(max(opts.HighWatermark, -1))
-	l.firstUnstable.Store(-1)
+	l.txns.fs, l.txns.dir, l.txns.name, l.txns.fail = fs, l.Dir, l.String(), l.fail
+	l.txns.recoveryPoint = &l.recoveryPoint
+	l.txns.firstUnstable.Store(-1)
 	l.cleanerCheckpoint.Store(max(opts.CleanerCheckpoint, 0))
 	l.deleteHorizon.Store(math.MaxInt64)
 	if l.logger == nil {

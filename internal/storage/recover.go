@@ -284,16 +284,16 @@ func (l *Log) load(opts LogOptions) error {
 	// synced) or stale (a torn tail truncated): the replica rebuilds them
 	// from the log (TxnIndexSuspectFrom). Those of the segments before are
 	// as durable as the segments (Flush syncs them).
-	l.txnSuspectFrom = leo
+	l.txns.suspectFrom = leo
 	stats.recoveredFrom = -1
 	for i, s := range l.segments {
 		if recovered[i] {
-			l.txnSuspectFrom = s.baseOffset
+			l.txns.suspectFrom = s.baseOffset
 			stats.recoveredFrom = s.baseOffset
 			break
 		}
 	}
-	if err := l.loadTxnIndexes(names); err != nil {
+	if err := l.txns.load(names, l.logStartOffset.Load(), l.logEndOffset.Load(), l.corruption); err != nil {
 		return fmt.Errorf("loading transaction indexes: %w", err)
 	}
 

@@ -56,7 +56,7 @@ func (l *Log) deletePrefixLocked(n int, reasons []string) error {
 			return err
 		}
 	}
-	if err := l.pruneTxnIndexes(newStart); err != nil {
+	if err := l.txns.prune(newStart); err != nil {
 		return err
 	}
 	return l.pruneSnapshotsLocked(newStart)
@@ -256,7 +256,7 @@ func (l *Log) TruncateTo(offset int64) error {
 		}
 	}
 	l.logger.Info("truncated log", "offset", offset, "log_end_offset", newEnd, "segments_removed", len(removed))
-	if err := l.truncateTxnIndexes(newEnd); err != nil {
+	if err := l.txns.truncate(newEnd); err != nil {
 		return err
 	}
 	return l.deleteSnapshotsLocked(func(o int64) bool { return o > newEnd })
@@ -335,7 +335,7 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	if err := l.writeEpochsLocked(); err != nil {
 		return err
 	}
-	if err := l.truncateTxnIndexes(-1); err != nil {
+	if err := l.txns.truncate(-1); err != nil {
 		return err
 	}
 	return l.deleteSnapshotsLocked(func(int64) bool { return true })

@@ -93,7 +93,7 @@ func TestFlushRolledSurvivesPowerLoss(t *testing.T) {
 					sameSize(t, fs, crashed, filepath.Join(dir, s+suffix))
 				}
 			}
-			sameSize(t, fs, crashed, l.txnIndexPath(bases[1]))
+			sameSize(t, fs, crashed, l.txns.path(bases[1]))
 			r := openTestLog(t, crashed, dir, cfg, LogOptions{RecoveryPoint: rp})
 			defer r.Close()
 			if got := r.recovery.recoveredFrom; got != active {

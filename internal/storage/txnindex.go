@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
+	"sync/atomic"
 
 	"github.com/strata-io/strata/internal/vfs"
 )
@@ -58,8 +60,40 @@ func decodeTxnIndex(data []byte) []AbortedTxn {
 	return out
 }
 
-func (l *Log) txnIndexPath(base int64) string {
-	return filepath.Join(l.Dir(), segmentName(base)+txnIndexSuffix)
+// txnIndex is a log's aborted-transaction index: the entries of its
+// .txnindex files, in memory, and which files a flush must sync. It is
+// owned by its Log, which serializes its writers (appendMu) and checks
+// the log is writable; its mu is taken after the log's appendMu,
+// snapshotMu and flushMu, before Log.mu (its methods read the log's
+// directory).
+type txnIndex struct {
+	fs   vfs.FS
+	dir  func() string                    // the log's directory now
+	name string                           // the log's, for errors
+	fail func(op string, err error) error // takes the log offline
+	// recoveryPoint is the log's (its flusher's): an entry appended below
+	// it is synced at once.
+	recoveryPoint *atomic.Int64
+	// suspectFrom is where the index stops being trusted after open
+	// (TxnIndexSuspectFrom); set by the log's load, then only read.
+	suspectFrom int64
+	// firstUnstable is SetFirstUnstableOffset's, -1 when none.
+	firstUnstable atomic.Int64
+	mu            struct {
+		sync.Mutex
+		// files are the entries of each .txnindex file by its base
+		// offset; aborted is all of them by marker offset.
+		files   map[int64][]AbortedTxn
+		aborted []AbortedTxn
+		// unsynced are the files (by base offset) written since the
+		// last flush, true for one created since (its directory entry
+		// needs a sync too).
+		unsynced map[int64]bool
+	}
+}
+
+func (x *txnIndex) path(base int64) string {
+	return filepath.Join(x.dir(), segmentName(base)+txnIndexSuffix)
 }
 
 // AppendAbortedTxn adds an aborted transaction to the index of the segment
@@ -89,44 +123,48 @@ func (l *Log) AppendAbortedTxn(t AbortedTxn) error {
 	if !found {
 		i--
 	}
-	base := segs[max(i, 0)].baseOffset
-	l.txnMu.Lock()
-	defer l.txnMu.Unlock()
-	if slices.ContainsFunc(l.txnFiles[base], func(a AbortedTxn) bool { return a.LastOffset == t.LastOffset }) {
+	return l.txns.append(t, segs[max(i, 0)].baseOffset)
+}
+
+// append writes t to the file of the segment based at base.
+func (x *txnIndex) append(t AbortedTxn, base int64) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if slices.ContainsFunc(x.mu.files[base], func(a AbortedTxn) bool { return a.LastOffset == t.LastOffset }) {
 		return nil
 	}
-	f, err := l.fs.OpenReadWrite(l.txnIndexPath(base))
+	f, err := x.fs.OpenReadWrite(x.path(base))
 	if err != nil {
-		return l.fail("opening a transaction index", err)
+		return x.fail("opening a transaction index", err)
 	}
-	_, err = f.WriteAt(appendAbortedTxn(nil, t), int64(len(l.txnFiles[base]))*abortedTxnSize)
+	_, err = f.WriteAt(appendAbortedTxn(nil, t), int64(len(x.mu.files[base]))*abortedTxnSize)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return l.fail("writing a transaction index", err)
+		return x.fail("writing a transaction index", err)
 	}
-	if l.txnFiles == nil {
-		l.txnFiles = map[int64][]AbortedTxn{}
+	if x.mu.files == nil {
+		x.mu.files = map[int64][]AbortedTxn{}
 	}
 	// A new file's name is durable once the directory is synced.
-	created := len(l.txnFiles[base]) == 0
-	l.txnFiles[base] = append(l.txnFiles[base], t)
-	if l.txnUnsynced == nil {
-		l.txnUnsynced = map[int64]bool{}
+	created := len(x.mu.files[base]) == 0
+	x.mu.files[base] = append(x.mu.files[base], t)
+	if x.mu.unsynced == nil {
+		x.mu.unsynced = map[int64]bool{}
 	}
-	l.txnUnsynced[base] = l.txnUnsynced[base] || created
-	l.rebuildAbortedLocked()
-	if t.LastOffset < l.recoveryPoint.Load() {
+	x.mu.unsynced[base] = x.mu.unsynced[base] || created
+	x.rebuildAbortedLocked()
+	if t.LastOffset < x.recoveryPoint.Load() {
 		// A flush round moved the recovery point past the marker before
 		// the entry was noted (commitRecoveryPoint): sync it now, not at
 		// the next round.
-		delete(l.txnUnsynced, base)
-		if err := l.syncTxnIndex(base); err != nil {
-			return l.fail("syncing a transaction index", err)
+		delete(x.mu.unsynced, base)
+		if err := x.sync(base); err != nil {
+			return x.fail("syncing a transaction index", err)
 		}
-		if err := vfs.SyncDir(l.fs, l.Dir()); err != nil {
-			return l.fail("syncing directory", err)
+		if err := vfs.SyncDir(x.fs, x.dir()); err != nil {
+			return x.fail("syncing directory", err)
 		}
 	}
 	return nil
@@ -134,42 +172,42 @@ func (l *Log) AppendAbortedTxn(t AbortedTxn) error {
 
 // commitRecoveryPoint syncs the .txnindex files written to, then
 // advances the recovery point from recoveryPoint to target (Flush's last
-// step), under txnMu once no file is left to sync: an entry
+// step), under x.mu once no file is left to sync: an entry
 // AppendAbortedTxn notes meanwhile is either synced here or sees the new
 // recovery point and syncs itself. So every entry whose marker is below
 // the recovery point is durable, and recovery need only rebuild the
 // entries of the segments it recovers, as Kafka's LogSegment.flush syncs
-// its txnIndex. l.flushMu must be held.
-func (l *Log) commitRecoveryPoint(recoveryPoint, target int64) error {
+// its txnIndex. The log's flushMu must be held.
+func (x *txnIndex) commitRecoveryPoint(recoveryPoint, target int64) error {
 	for {
-		l.txnMu.Lock()
-		pending := l.txnUnsynced
-		l.txnUnsynced = nil
+		x.mu.Lock()
+		pending := x.mu.unsynced
+		x.mu.unsynced = nil
 		if len(pending) == 0 {
 			if target > recoveryPoint {
-				l.recoveryPoint.Store(target)
+				x.recoveryPoint.Store(target)
 			}
-			l.txnMu.Unlock()
+			x.mu.Unlock()
 			return nil
 		}
-		l.txnMu.Unlock()
+		x.mu.Unlock()
 		created := false
 		for base, isNew := range pending {
-			if err := l.syncTxnIndex(base); err != nil {
-				return l.fail("syncing a transaction index", err)
+			if err := x.sync(base); err != nil {
+				return x.fail("syncing a transaction index", err)
 			}
 			created = created || isNew
 		}
 		if created {
-			if err := vfs.SyncDir(l.fs, l.Dir()); err != nil {
-				return l.fail("syncing directory", err)
+			if err := vfs.SyncDir(x.fs, x.dir()); err != nil {
+				return x.fail("syncing directory", err)
 			}
 		}
 	}
 }
 
-func (l *Log) syncTxnIndex(base int64) error {
-	f, err := l.fs.Open(l.txnIndexPath(base))
+func (x *txnIndex) sync(base int64) error {
+	f, err := x.fs.Open(x.path(base))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil // rewritten away (atomically, synced) since
 	}
@@ -191,7 +229,7 @@ func (l *Log) syncTxnIndex(base int64) error {
 // entries from there from the log (RebuildAbortedTxns), replaying the
 // producers' state from a snapshot at or below it, as Kafka's LogLoader
 // rebuilds the transaction index of every segment it recovers.
-func (l *Log) TxnIndexSuspectFrom() int64 { return l.txnSuspectFrom }
+func (l *Log) TxnIndexSuspectFrom() int64 { return l.txns.suspectFrom }
 
 // RebuildAbortedTxns replaces the index entries whose marker is at or
 // after from with txns, the aborted transactions a replay of the log from
@@ -212,13 +250,20 @@ func (l *Log) RebuildAbortedTxns(from int64, txns []AbortedTxn, keep func(Aborte
 		}
 		found[t.LastOffset] = true
 	}
-	segs := l.segmentList()
-	l.txnMu.Lock()
-	defer l.txnMu.Unlock()
+	return l.txns.rebuild(l.segmentList(), from, txns, func(a AbortedTxn) bool {
+		return !found[a.LastOffset] && keep != nil && keep(a)
+	})
+}
+
+// rebuild is RebuildAbortedTxns once its arguments are checked: keep says
+// which replaced entries stay.
+func (x *txnIndex) rebuild(segs []*segment, from int64, txns []AbortedTxn, keep func(AbortedTxn) bool) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
 	want := map[int64][]AbortedTxn{}
-	for base, es := range l.txnFiles {
+	for base, es := range x.mu.files {
 		for _, a := range es {
-			if a.LastOffset < from || (!found[a.LastOffset] && keep != nil && keep(a)) {
+			if a.LastOffset < from || keep(a) {
 				want[base] = append(want[base], a)
 			}
 		}
@@ -228,36 +273,36 @@ func (l *Log) RebuildAbortedTxns(from int64, txns []AbortedTxn, keep func(Aborte
 		want[base] = append(want[base], t)
 	}
 	var errs []error
-	for base := range l.txnFiles {
+	for base := range x.mu.files {
 		if _, ok := want[base]; !ok {
-			delete(l.txnFiles, base)
-			if err := l.fs.Remove(l.txnIndexPath(base)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			delete(x.mu.files, base)
+			if err := x.fs.Remove(x.path(base)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				errs = append(errs, err)
 			}
 		}
 	}
 	for base, es := range want {
 		slices.SortFunc(es, func(a, b AbortedTxn) int { return cmp.Compare(a.LastOffset, b.LastOffset) })
-		if slices.Equal(es, l.txnFiles[base]) {
+		if slices.Equal(es, x.mu.files[base]) {
 			continue
 		}
 		var data []byte
 		for _, a := range es {
 			data = appendAbortedTxn(data, a)
 		}
-		if err := vfs.WriteFileAtomic(l.fs, l.txnIndexPath(base), data); err != nil {
+		if err := vfs.WriteFileAtomic(x.fs, x.path(base), data); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		if l.txnFiles == nil {
-			l.txnFiles = map[int64][]AbortedTxn{}
+		if x.mu.files == nil {
+			x.mu.files = map[int64][]AbortedTxn{}
 		}
-		l.txnFiles[base] = es
-		delete(l.txnUnsynced, base)
+		x.mu.files[base] = es
+		delete(x.mu.unsynced, base)
 	}
-	l.rebuildAbortedLocked()
+	x.rebuildAbortedLocked()
 	if err := errors.Join(errs...); err != nil {
-		return l.fail("rebuilding the transaction indexes", err)
+		return x.fail("rebuilding the transaction indexes", err)
 	}
 	return nil
 }
@@ -266,10 +311,12 @@ func (l *Log) RebuildAbortedTxns(from int64, txns []AbortedTxn, keep func(Aborte
 // [from, upTo) must know: those whose marker is at or after from and that
 // began before upTo, oldest marker first (Kafka's collectAbortedTxns). The
 // slice is the caller's.
-func (l *Log) AbortedTxns(from, upTo int64) []AbortedTxn {
-	l.txnMu.Lock()
-	defer l.txnMu.Unlock()
-	i, _ := slices.BinarySearchFunc(l.aborted, from, func(a AbortedTxn, o int64) int {
+func (l *Log) AbortedTxns(from, upTo int64) []AbortedTxn { return l.txns.between(from, upTo) }
+
+func (x *txnIndex) between(from, upTo int64) []AbortedTxn {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	i, _ := slices.BinarySearchFunc(x.mu.aborted, from, func(a AbortedTxn, o int64) int {
 		if a.LastOffset < o {
 			return -1
 		}
@@ -279,7 +326,7 @@ func (l *Log) AbortedTxns(from, upTo int64) []AbortedTxn {
 		return 0
 	})
 	var out []AbortedTxn
-	for _, a := range l.aborted[i:] {
+	for _, a := range x.mu.aborted[i:] {
 		if a.FirstOffset < upTo {
 			out = append(out, a)
 		}
@@ -293,13 +340,13 @@ func (l *Log) AbortedTxns(from, upTo int64) []AbortedTxn {
 }
 
 // rebuildAbortedLocked recomputes the sorted view of every file's entries.
-// l.txnMu must be held.
-func (l *Log) rebuildAbortedLocked() {
-	l.aborted = l.aborted[:0]
-	for _, es := range l.txnFiles {
-		l.aborted = append(l.aborted, es...)
+// x.mu must be held.
+func (x *txnIndex) rebuildAbortedLocked() {
+	x.mu.aborted = x.mu.aborted[:0]
+	for _, es := range x.mu.files {
+		x.mu.aborted = append(x.mu.aborted, es...)
 	}
-	slices.SortFunc(l.aborted, func(a, b AbortedTxn) int {
+	slices.SortFunc(x.mu.aborted, func(a, b AbortedTxn) int {
 		switch {
 		case a.LastOffset < b.LastOffset:
 			return -1
@@ -310,65 +357,66 @@ func (l *Log) rebuildAbortedLocked() {
 	})
 }
 
-// filterTxnIndexesLocked keeps the entries keep selects, rewriting (or
-// removing) the files that lose some. l.txnMu must be held.
-func (l *Log) filterTxnIndexesLocked(keep func(AbortedTxn) bool) error {
+// filter keeps the entries keep selects, rewriting (or removing) the files
+// that lose some: a truncation keeps those whose marker is below the new
+// end, retention those at or above the log start (no fetch reads below).
+func (x *txnIndex) filter(keep func(AbortedTxn) bool) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
 	var errs []error
-	for base, es := range l.txnFiles {
+	for base, es := range x.mu.files {
 		kept := slices.DeleteFunc(slices.Clone(es), func(a AbortedTxn) bool { return !keep(a) })
 		if len(kept) == len(es) {
 			continue
 		}
-		path := l.txnIndexPath(base)
+		path := x.path(base)
 		if len(kept) == 0 {
-			delete(l.txnFiles, base)
-			if err := l.fs.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			delete(x.mu.files, base)
+			if err := x.fs.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 				errs = append(errs, err)
 			}
 			continue
 		}
-		l.txnFiles[base] = kept
+		x.mu.files[base] = kept
 		var data []byte
 		for _, a := range kept {
 			data = appendAbortedTxn(data, a)
 		}
-		if err := vfs.WriteFileAtomic(l.fs, path, data); err != nil {
+		if err := vfs.WriteFileAtomic(x.fs, path, data); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	l.rebuildAbortedLocked()
+	x.rebuildAbortedLocked()
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("storage: rewriting the transaction indexes of %s: %w", l, err)
+		return fmt.Errorf("storage: rewriting the transaction indexes of %s: %w", x.name, err)
 	}
 	return nil
 }
 
-// truncateTxnIndexes drops the entries whose marker is at or after end.
-func (l *Log) truncateTxnIndexes(end int64) error {
-	l.txnMu.Lock()
-	defer l.txnMu.Unlock()
-	return l.filterTxnIndexesLocked(func(a AbortedTxn) bool { return a.LastOffset < end })
+// truncate drops the entries whose marker is at or after end.
+func (x *txnIndex) truncate(end int64) error {
+	return x.filter(func(a AbortedTxn) bool { return a.LastOffset < end })
 }
 
-// pruneTxnIndexes drops the entries whose marker is below the log start:
-// no fetch reads there.
-func (l *Log) pruneTxnIndexes(logStart int64) error {
-	l.txnMu.Lock()
-	defer l.txnMu.Unlock()
-	return l.filterTxnIndexesLocked(func(a AbortedTxn) bool { return a.LastOffset >= logStart })
+// prune drops the entries whose marker is below the log start: no fetch
+// reads there.
+func (x *txnIndex) prune(logStart int64) error {
+	return x.filter(func(a AbortedTxn) bool { return a.LastOffset >= logStart })
 }
 
-// loadTxnIndexes reads the .txnindex files among names at open, after
-// recovery set the log's bounds. A file may outlive its segment's base
-// offset (the cleaner merges segments): its entries still count.
-func (l *Log) loadTxnIndexes(names []string) error {
-	l.txnFiles = map[int64][]AbortedTxn{}
+// load reads the .txnindex files among names at open, after recovery set
+// the log's bounds [start, end) and suspectFrom; corruption reports a torn
+// file. A file may outlive its segment's base offset (the cleaner merges
+// segments): its entries still count. Nothing else has the log yet.
+func (x *txnIndex) load(names []string, start, end int64, corruption func(msg string, attrs ...any)) error {
+	files := map[int64][]AbortedTxn{}
+	dir := x.dir()
 	for _, name := range names {
 		base, ok := parseOffsetName(name, txnIndexSuffix)
 		if !ok {
 			continue
 		}
-		data, err := vfs.ReadFile(l.fs, filepath.Join(l.dir, name))
+		data, err := vfs.ReadFile(x.fs, filepath.Join(dir, name))
 		if err != nil {
 			return err
 		}
@@ -376,25 +424,25 @@ func (l *Log) loadTxnIndexes(names []string) error {
 		if !sortedTxnIndex(es) {
 			es = nil
 		}
-		l.txnFiles[base] = es
+		files[base] = es
 		if len(es)*abortedTxnSize != len(data) {
 			// Torn or damaged: what it lost, the replica rebuilds.
-			l.corruption("rebuilding a torn transaction index", "segment", base, "entries_kept", len(es),
+			corruption("rebuilding a torn transaction index", "segment", base, "entries_kept", len(es),
 				"bytes", len(data))
-			l.txnSuspectFrom = min(l.txnSuspectFrom, base)
+			x.suspectFrom = min(x.suspectFrom, base)
 			var clean []byte
 			for _, a := range es {
 				clean = appendAbortedTxn(clean, a)
 			}
-			if err := vfs.WriteFileAtomic(l.fs, filepath.Join(l.dir, name), clean); err != nil {
+			if err := vfs.WriteFileAtomic(x.fs, filepath.Join(dir, name), clean); err != nil {
 				return err
 			}
 		}
 	}
-	l.txnMu.Lock()
-	defer l.txnMu.Unlock()
-	start, end := l.logStartOffset.Load(), l.logEndOffset.Load()
-	return l.filterTxnIndexesLocked(func(a AbortedTxn) bool { return a.LastOffset >= start && a.LastOffset < end })
+	x.mu.Lock()
+	x.mu.files = files
+	x.mu.Unlock()
+	return x.filter(func(a AbortedTxn) bool { return a.LastOffset >= start && a.LastOffset < end })
 }
 
 // sortedTxnIndex reports whether a file's entries are what appends write:
@@ -410,10 +458,10 @@ func sortedTxnIndex(es []AbortedTxn) bool {
 
 // isAborted reports whether producerID's record at offset belongs to an
 // aborted transaction: an index entry of the producer spans it.
-func (l *Log) isAborted(producerID, offset int64) bool {
-	l.txnMu.Lock()
-	defer l.txnMu.Unlock()
-	i, _ := slices.BinarySearchFunc(l.aborted, offset, func(a AbortedTxn, o int64) int {
+func (x *txnIndex) isAborted(producerID, offset int64) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	i, _ := slices.BinarySearchFunc(x.mu.aborted, offset, func(a AbortedTxn, o int64) int {
 		if a.LastOffset < o {
 			return -1
 		}
@@ -422,7 +470,7 @@ func (l *Log) isAborted(producerID, offset int64) bool {
 		}
 		return 0
 	})
-	for _, a := range l.aborted[i:] {
+	for _, a := range x.mu.aborted[i:] {
 		if a.ProducerID == producerID && a.FirstOffset <= offset {
 			return true
 		}
@@ -434,4 +482,4 @@ func (l *Log) isAborted(producerID, offset int64) bool {
 // transaction open on the partition (-1 when none), which the replica
 // tracks: the cleaner stays below it, as Kafka's does, so that records of
 // a transaction not yet decided never shadow older values of their keys.
-func (l *Log) SetFirstUnstableOffset(offset int64) { l.firstUnstable.Store(offset) }
+func (l *Log) SetFirstUnstableOffset(offset int64) { l.txns.firstUnstable.Store(offset) }
