@@ -24,6 +24,18 @@ type Rec struct {
 // when it is appended. It is how the broker writes its own internal records
 // (metadata, consumer offsets).
 func Build(dst []byte, recs []Rec) []byte {
+	return build(dst, recs, -1, -1, -1, 0)
+}
+
+// BuildTransactional is Build for records a coordinator writes for a
+// transactional producer (a TxnOffsetCommit's offsets): a transactional
+// batch with the producer's id and epoch and sequence 0, as Kafka's
+// coordinators write them; the transaction's marker decides it.
+func BuildTransactional(dst []byte, producerID int64, epoch int16, recs []Rec) []byte {
+	return build(dst, recs, producerID, epoch, 0, AttrTransactional)
+}
+
+func build(dst []byte, recs []Rec, producerID int64, epoch int16, sequence int32, attrs int16) []byte {
 	if len(recs) == 0 {
 		panic("record: Build needs at least one record")
 	}
@@ -49,12 +61,13 @@ func Build(dst []byte, recs []Rec) []byte {
 	b := kmsg.RecordBatch{
 		PartitionLeaderEpoch: -1,
 		Magic:                CurrentMagic,
+		Attributes:           attrs,
 		LastOffsetDelta:      int32(len(recs) - 1),
 		FirstTimestamp:       first,
 		MaxTimestamp:         maxTS,
-		ProducerID:           -1,
-		ProducerEpoch:        -1,
-		FirstSequence:        -1,
+		ProducerID:           producerID,
+		ProducerEpoch:        epoch,
+		FirstSequence:        sequence,
 		NumRecords:           int32(len(recs)),
 		Records:              body,
 	}

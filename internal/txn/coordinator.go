@@ -6,28 +6,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strata-io/strata/internal/coordinator"
 	"github.com/strata-io/strata/internal/record"
 )
-
-// StatePartition is the seam to one __transaction_state partition this
-// broker leads; the broker implements it over the partition's replica.
-// Append and ReadBatches are called from one goroutine per loaded partition
-// at a time, never with a lock of this package held.
-type StatePartition interface {
-	// Append appends one record batch built by this package and returns
-	// once it is committed (acks=all) or failed, or when ctx ends. Errors
-	// should wrap the *kerr.Error a produce would get.
-	Append(ctx context.Context, batch []byte) error
-	// ReadBatches calls fn with each batch from offset from, in order,
-	// until fn returns false or the log ends.
-	ReadBatches(from int64, fn func(batch []byte) bool) error
-}
 
 // MarkerWriter writes a transaction's markers: WriteTxnMarkers to the
 // leader of each partition. It returns nil once every partition has its
@@ -52,21 +38,13 @@ type Deps struct {
 	MarkerBackoff time.Duration
 }
 
-// errUnloaded completes writes of a shard that stopped being loaded.
-var errUnloaded = errors.New("txn: __transaction_state partition unloaded")
-
 // Coordinator is the transaction coordinator of one broker: one shard per
-// __transaction_state partition it leads. Its methods are safe for
-// concurrent use.
-//
-// Lock order: Coordinator.mu, then shard.mu; neither is held across I/O.
+// __transaction_state partition it leads, run by a coordinator.Runtime.
+// Its methods are safe for concurrent use.
 type Coordinator struct {
 	cfg  Config
 	deps Deps
-
-	mu     sync.RWMutex
-	shards map[int32]*shard
-	closed bool
+	rt   *coordinator.Runtime[*shardState]
 }
 
 // NewCoordinator returns a coordinator with no partition loaded. cfg must
@@ -84,7 +62,19 @@ func NewCoordinator(cfg Config, deps Deps) *Coordinator {
 	if deps.MarkerBackoff <= 0 {
 		deps.MarkerBackoff = 100 * time.Millisecond
 	}
-	return &Coordinator{cfg: cfg, deps: deps, shards: make(map[int32]*shard)}
+	c := &Coordinator{cfg: cfg, deps: deps}
+	c.rt = coordinator.New(coordinator.Options[*shardState]{
+		Name:   "transaction coordinator",
+		Clock:  clock{deps.Now},
+		Logger: deps.Logger,
+		New: func(_, leaderEpoch int32) *shardState {
+			return &shardState{m: NewMachine(cfg, leaderEpoch), timers: coordinator.NewTimers(),
+				completions: map[string][]chan struct{}{}}
+		},
+		Loaded:   c.loaded,
+		Unloaded: unloaded,
+	})
+	return c
 }
 
 // Config returns the coordinator's configuration.
@@ -93,284 +83,169 @@ func (c *Coordinator) Config() Config { return c.cfg }
 // PartitionFor is the __transaction_state partition of a transactional id.
 func (c *Coordinator) PartitionFor(id string) int32 { return PartitionFor(id, c.cfg.NumPartitions) }
 
-type shardStatus uint8
+// clock is the runtime's clock over Deps.Now.
+type clock struct{ now func() time.Time }
 
-const (
-	shardLoading shardStatus = iota
-	shardActive
-	shardUnloaded
-	shardFailed
-)
+func (c clock) Now() time.Time { return c.now() }
 
-// shard is one loaded __transaction_state partition: the Machine and its
-// edges (one writer goroutine, one ticker, a goroutine per marker set).
-type shard struct {
-	c         *Coordinator
-	partition int32
-	log       StatePartition
-	ctx       context.Context
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
+func (clock) AfterFunc(d time.Duration, f func()) coordinator.Timer { return time.AfterFunc(d, f) }
 
-	mu     sync.Mutex
-	status shardStatus
+// shardState is what the runtime runs for one __transaction_state
+// partition: the Machine, the ticks driving its timeouts, and the EndTxn
+// requests waiting for their transaction to complete.
+type shardState struct {
 	m      *Machine
-	queue  []queued
-	wake   chan struct{}
+	timers *coordinator.Timers
 	// completions are EndTxn requests waiting for their transaction to
 	// complete, by transactional id; closed once it no longer is
 	// PrepareCommit or PrepareAbort, or the shard unloads.
 	completions map[string][]chan struct{}
 }
 
-type queued struct {
-	w    *Write
-	done chan error // nil when no one waits
+type shard = coordinator.Shard[*shardState]
+
+// Replay applies a batch of the partition; markers are skipped.
+func (st *shardState) Replay(batch []byte, _ time.Time) error {
+	h, err := record.ParseHeader(batch)
+	if err != nil {
+		return err
+	}
+	if h.IsControl() {
+		return nil
+	}
+	return record.Records(batch, func(_, _ int64, r *kmsg.Record) error { return st.m.Replay(r.Key, r.Value) })
+}
+
+// TakeWrites is empty: the edges below append the Machine's writes
+// themselves, each with its completion.
+func (st *shardState) TakeWrites() []coordinator.Write { return nil }
+
+// Deadlines are the shard's two periodic ticks.
+func (st *shardState) Deadlines() *coordinator.Timers { return st.timers }
+
+// Tick keys.
+type tickKey uint8
+
+const (
+	tickAbortTimedOut tickKey = iota
+	tickRemoveExpired
+)
+
+// loaded resends the markers of the transactions the load found prepared
+// and starts the ticks.
+func (c *Coordinator) loaded(s *shard) {
+	st := s.Machine()
+	s.Logger().Info("loaded transaction coordinator partition", "transactional.ids", len(st.m.txns))
+	for _, mk := range st.m.Loaded() {
+		c.sendMarkers(s, mk)
+	}
+	c.scheduleTick(s, tickAbortTimedOut, s.Now())
+	c.scheduleTick(s, tickRemoveExpired, s.Now())
+}
+
+// unloaded releases the EndTxn requests waiting for completions.
+func unloaded(s *shard) {
+	st := s.Machine()
+	for id, chs := range st.completions {
+		for _, ch := range chs {
+			close(ch)
+		}
+		delete(st.completions, id)
+	}
+}
+
+// scheduleTick schedules the next tick of kind after from: it aborts
+// timed-out transactions or removes expired ids.
+func (c *Coordinator) scheduleTick(s *shard, kind tickKey, from time.Time) {
+	interval := c.cfg.AbortTimedOutIntervalMs
+	if kind == tickRemoveExpired {
+		interval = c.cfg.RemoveExpiredIntervalMs
+	}
+	s.Machine().timers.Schedule(kind, from.Add(time.Duration(interval)*time.Millisecond), func(now time.Time) {
+		for _, w := range s.Machine().m.Tick(now.UnixMilli(), kind == tickAbortTimedOut, kind == tickRemoveExpired) {
+			if w.next.State == PrepareAbort {
+				s.Logger().Info("aborting timed-out transaction", "transactional.id", w.TransactionalID)
+			}
+			c.write(s, w, nil)
+		}
+		c.scheduleTick(s, kind, now)
+	})
+}
+
+// write queues w's record; once the append is over the Machine completes
+// the transition, markers go out, EndTxn waiters whose transaction
+// completed are released, and done (if set) gets the append's error.
+// The shard's mutex is held.
+func (c *Coordinator) write(s *shard, w *Write, done chan<- error) {
+	s.Append(coordinator.Write{
+		Records: []coordinator.Record{{Key: w.Key, Value: w.Value}},
+		Done: func(err error) {
+			st := s.Machine()
+			for _, mk := range st.m.Written(w, err) {
+				c.sendMarkers(s, mk)
+			}
+			if t := st.m.txns[w.TransactionalID]; t == nil || t.State != PrepareCommit && t.State != PrepareAbort {
+				for _, ch := range st.completions[w.TransactionalID] {
+					close(ch)
+				}
+				delete(st.completions, w.TransactionalID)
+			}
+			if err != nil && !errors.Is(err, coordinator.ErrUnloaded) {
+				s.Logger().Warn("writing transaction state", "transactional.id", w.TransactionalID, "err", err)
+			}
+			if done != nil {
+				done <- err
+			}
+		},
+	})
+}
+
+// sendMarkers starts writing a transaction's markers, retried until they
+// are written or the shard unloads; the shard's mutex is held.
+func (c *Coordinator) sendMarkers(s *shard, mk Markers) {
+	s.Go(func(ctx context.Context) {
+		for {
+			err := c.deps.Markers.WriteMarkers(ctx, mk)
+			if err == nil {
+				break
+			}
+			s.Logger().Debug("writing transaction markers", "transactional.id", mk.TransactionalID, "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(c.deps.MarkerBackoff):
+			}
+		}
+		if s.Acquire() != nil {
+			return
+		}
+		defer s.Release()
+		if w := s.Machine().m.MarkersWritten(mk, s.Now().UnixMilli()); w != nil {
+			c.write(s, w, nil)
+		}
+	})
 }
 
 // Load starts serving partition, led here at leaderEpoch (the coordinator
 // epoch markers carry). A shard already loaded for it is unloaded first.
-func (c *Coordinator) Load(partition int32, leaderEpoch int32, p StatePartition) {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return
-	}
-	old := c.shards[partition]
-	ctx, cancel := context.WithCancel(context.Background())
-	s := &shard{c: c, partition: partition, log: p, ctx: ctx, cancel: cancel,
-		m: NewMachine(c.cfg, leaderEpoch), wake: make(chan struct{}, 1), completions: map[string][]chan struct{}{}}
-	c.shards[partition] = s
-	c.mu.Unlock()
-	if old != nil {
-		old.unload()
-	}
-	s.wg.Add(1)
-	go s.load()
+func (c *Coordinator) Load(partition int32, leaderEpoch int32, p coordinator.Partition) {
+	c.rt.Load(partition, leaderEpoch, p)
 }
 
 // Unload stops serving partition: waiters get NOT_COORDINATOR.
-func (c *Coordinator) Unload(partition int32) {
-	c.mu.Lock()
-	s := c.shards[partition]
-	delete(c.shards, partition)
-	c.mu.Unlock()
-	if s != nil {
-		s.unload()
-	}
-}
+func (c *Coordinator) Unload(partition int32) { c.rt.Unload(partition) }
 
 // Close unloads every partition.
-func (c *Coordinator) Close() {
-	c.mu.Lock()
-	c.closed = true
-	shards := c.shards
-	c.shards = make(map[int32]*shard)
-	c.mu.Unlock()
-	for _, s := range shards {
-		s.unload()
-	}
-}
+func (c *Coordinator) Close() { c.rt.Close() }
 
-func (s *shard) logger() *slog.Logger { return s.c.deps.Logger.With("partition", s.partition) }
-
-func (s *shard) load() {
-	defer s.wg.Done()
-	m := NewMachine(s.c.cfg, s.m.coordinatorEpoch)
-	var replayErr error
-	err := s.log.ReadBatches(0, func(batch []byte) bool {
-		if s.ctx.Err() != nil {
-			return false
-		}
-		h, err := record.ParseHeader(batch)
-		if err != nil {
-			replayErr = err
-			return false
-		}
-		if h.IsControl() {
-			return true
-		}
-		replayErr = record.Records(batch, func(_, _ int64, r *kmsg.Record) error { return m.Replay(r.Key, r.Value) })
-		return replayErr == nil
-	})
-	if err == nil {
-		err = replayErr
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.status != shardLoading {
-		return
-	}
-	if err != nil {
-		s.status = shardFailed
-		s.logger().Error("loading transaction coordinator partition failed", "err", err)
-		return
-	}
-	s.m = m
-	s.status = shardActive
-	s.logger().Info("loaded transaction coordinator partition", "transactional.ids", len(m.txns))
-	for _, mk := range m.Loaded() {
-		s.sendMarkersLocked(mk)
-	}
-	s.wg.Add(2)
-	go s.writeLoop()
-	go s.tickLoop()
-}
-
-func (s *shard) unload() {
-	s.mu.Lock()
-	if s.status == shardUnloaded {
-		s.mu.Unlock()
-		return
-	}
-	s.status = shardUnloaded
-	queue := s.queue
-	s.queue = nil
-	for id, chs := range s.completions {
-		for _, ch := range chs {
-			close(ch)
-		}
-		delete(s.completions, id)
-	}
-	s.mu.Unlock()
-	s.cancel()
-	for _, q := range queue {
-		if q.done != nil {
-			q.done <- errUnloaded
-		}
-	}
-}
-
-// enqueueLocked queues w for the writer; s.mu must be held.
-func (s *shard) enqueueLocked(w *Write, done chan error) {
-	s.queue = append(s.queue, queued{w, done})
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
-}
-
-// writeLoop appends queued records in order and completes their
-// transitions.
-func (s *shard) writeLoop() {
-	defer s.wg.Done()
-	for {
-		s.mu.Lock()
-		if s.status != shardActive {
-			s.mu.Unlock()
-			return
-		}
-		if len(s.queue) == 0 {
-			s.mu.Unlock()
-			select {
-			case <-s.wake:
-				continue
-			case <-s.ctx.Done():
-				return
-			}
-		}
-		q := s.queue[0]
-		s.queue = s.queue[1:]
-		s.mu.Unlock()
-
-		batch := record.Build(nil, []record.Rec{{Key: q.w.Key, Value: q.w.Value, Timestamp: s.c.deps.Now().UnixMilli()}})
-		err := s.log.Append(s.ctx, batch)
-		s.mu.Lock()
-		if s.status != shardActive {
-			err = errUnloaded
-		}
-		for _, mk := range s.m.Written(q.w, err) {
-			s.sendMarkersLocked(mk)
-		}
-		if t := s.m.txns[q.w.TransactionalID]; t == nil || t.State != PrepareCommit && t.State != PrepareAbort {
-			for _, ch := range s.completions[q.w.TransactionalID] {
-				close(ch)
-			}
-			delete(s.completions, q.w.TransactionalID)
-		}
-		s.mu.Unlock()
-		if err != nil {
-			s.logger().Warn("writing transaction state", "transactional.id", q.w.TransactionalID, "err", err)
-		}
-		if q.done != nil {
-			q.done <- err
-		}
-	}
-}
-
-// sendMarkersLocked starts writing a transaction's markers; s.mu must be
-// held.
-func (s *shard) sendMarkersLocked(mk Markers) {
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		for {
-			err := s.c.deps.Markers.WriteMarkers(s.ctx, mk)
-			if err == nil {
-				break
-			}
-			s.logger().Debug("writing transaction markers", "transactional.id", mk.TransactionalID, "err", err)
-			select {
-			case <-s.ctx.Done():
-				return
-			case <-time.After(s.c.deps.MarkerBackoff):
-			}
-		}
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if s.status != shardActive {
-			return
-		}
-		if w := s.m.MarkersWritten(mk, s.c.deps.Now().UnixMilli()); w != nil {
-			s.enqueueLocked(w, nil)
-		}
-	}()
-}
-
-// tickLoop aborts timed-out transactions and removes expired ids.
-func (s *shard) tickLoop() {
-	defer s.wg.Done()
-	abort := time.NewTicker(time.Duration(s.c.cfg.AbortTimedOutIntervalMs) * time.Millisecond)
-	defer abort.Stop()
-	remove := time.NewTicker(time.Duration(s.c.cfg.RemoveExpiredIntervalMs) * time.Millisecond)
-	defer remove.Stop()
-	for {
-		var a, r bool
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-abort.C:
-			a = true
-		case <-remove.C:
-			r = true
-		}
-		s.mu.Lock()
-		if s.status == shardActive {
-			for _, w := range s.m.Tick(s.c.deps.Now().UnixMilli(), a, r) {
-				if w.next.State == PrepareAbort {
-					s.logger().Info("aborting timed-out transaction", "transactional.id", w.TransactionalID)
-				}
-				s.enqueueLocked(w, nil)
-			}
-		}
-		s.mu.Unlock()
-	}
-}
-
-// shardFor returns the shard of a transactional id, or the error Kafka
-// answers when it is not served here.
-func (c *Coordinator) shardFor(id string) (*shard, error) {
-	c.mu.RLock()
-	closed := c.closed
-	s := c.shards[c.PartitionFor(id)]
-	c.mu.RUnlock()
-	switch {
-	case closed:
-		return nil, kerr.CoordinatorNotAvailable
-	case s == nil:
+// acquire locks the shard of a transactional id for one event, or returns
+// the error Kafka answers when it is not served here.
+func (c *Coordinator) acquire(id string) (*shard, error) {
+	s, err := c.rt.Acquire(c.PartitionFor(id))
+	if errors.Is(err, kerr.NotCoordinator) {
 		return nil, fmt.Errorf("%w: %q is not coordinated here", kerr.NotCoordinator, id)
 	}
-	return s, nil
+	return s, err
 }
 
 // do runs fn on the shard's machine and waits for the write its result
@@ -381,28 +256,18 @@ func (c *Coordinator) do(ctx context.Context, id string, fn func(m *Machine, now
 
 // doShard is do for a fn that also needs the shard (locked).
 func (c *Coordinator) doShard(ctx context.Context, id string, fn func(s *shard, m *Machine, nowMs int64) Result) Result {
-	s, err := c.shardFor(id)
+	s, err := c.acquire(id)
 	if err != nil {
 		return Result{Err: err, ProducerID: -1, ProducerEpoch: -1}
 	}
-	s.mu.Lock()
-	switch s.status {
-	case shardLoading:
-		s.mu.Unlock()
-		return Result{Err: kerr.CoordinatorLoadInProgress, ProducerID: -1, ProducerEpoch: -1}
-	case shardActive:
-	default:
-		s.mu.Unlock()
-		return Result{Err: kerr.NotCoordinator, ProducerID: -1, ProducerEpoch: -1}
-	}
-	res := fn(s, s.m, c.deps.Now().UnixMilli())
+	res := fn(s, s.Machine().m, s.Now().UnixMilli())
 	if res.Write == nil {
-		s.mu.Unlock()
+		s.Release()
 		return res
 	}
 	done := make(chan error, 1)
-	s.enqueueLocked(res.Write, done)
-	s.mu.Unlock()
+	c.write(s, res.Write, done)
+	s.Release()
 	select {
 	case err = <-done:
 	case <-ctx.Done():
@@ -417,7 +282,7 @@ func (c *Coordinator) doShard(ctx context.Context, id string, fn func(s *shard, 
 // appendError is the error a request gets when its write failed, as
 // Kafka's TransactionStateManager maps them.
 func appendError(err error) error {
-	if errors.Is(err, errUnloaded) || errors.Is(err, context.Canceled) {
+	if errors.Is(err, coordinator.ErrUnloaded) || errors.Is(err, context.Canceled) {
 		return fmt.Errorf("%w: %v", kerr.NotCoordinator, err)
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
@@ -500,7 +365,8 @@ func (c *Coordinator) EndTxn(ctx context.Context, r EndTxnRequest) (int64, int16
 			res := m.EndTxn(r)
 			if res.Err == nil && res.Write != nil {
 				done = make(chan struct{})
-				s.completions[r.TransactionalID] = append(s.completions[r.TransactionalID], done)
+				st := s.Machine()
+				st.completions[r.TransactionalID] = append(st.completions[r.TransactionalID], done)
 			}
 			return res
 		})
@@ -530,20 +396,12 @@ func (c *Coordinator) EndTxn(ctx context.Context, r EndTxnRequest) (int64, int16
 
 // Describe returns a transactional id's metadata for DescribeTransactions.
 func (c *Coordinator) Describe(id string) (Metadata, error) {
-	s, err := c.shardFor(id)
+	s, err := c.acquire(id)
 	if err != nil {
 		return Metadata{}, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch s.status {
-	case shardLoading:
-		return Metadata{}, kerr.CoordinatorLoadInProgress
-	case shardActive:
-	default:
-		return Metadata{}, kerr.NotCoordinator
-	}
-	md, ok := s.m.Get(id)
+	defer s.Release()
+	md, ok := s.Machine().m.Get(id)
 	if !ok {
 		return Metadata{}, fmt.Errorf("%w: %q", kerr.TransactionalIDNotFound, id)
 	}
@@ -554,21 +412,15 @@ func (c *Coordinator) Describe(id string) (Metadata, error) {
 // partitions, for ListTransactions; loading is true when a partition is
 // still loading.
 func (c *Coordinator) List() (all []Metadata, loading bool) {
-	c.mu.RLock()
-	shards := make([]*shard, 0, len(c.shards))
-	for _, s := range c.shards {
-		shards = append(shards, s)
-	}
-	c.mu.RUnlock()
+	shards, _ := c.rt.Shards()
 	for _, s := range shards {
-		s.mu.Lock()
-		switch s.status {
-		case shardActive:
-			all = append(all, s.m.All()...)
-		case shardLoading:
+		switch err := s.Acquire(); err {
+		case nil:
+			all = append(all, s.Machine().m.All()...)
+			s.Release()
+		case kerr.CoordinatorLoadInProgress:
 			loading = true
 		}
-		s.mu.Unlock()
 	}
 	return all, loading
 }

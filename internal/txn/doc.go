@@ -43,9 +43,12 @@
 //	Tick             Ongoing past its timeout → PrepareAbort, epoch+1;
 //	                 idle past transactional.id.expiration.ms → Dead (tombstone)
 //
-// The edges (coordinator.go) are one goroutine per shard that appends the
-// queued records in order, a ticker driving Tick, and one goroutine per
-// marker set calling MarkerWriter until every partition has its marker.
+// The edges (coordinator.go) run on the shared coordinator runtime
+// (internal/coordinator): it loads and unloads shards with the partition's
+// leadership, replays them, and appends the queued records in order from
+// one writer goroutine per shard. Two periodic deadlines of the runtime
+// drive Tick, and one goroutine per marker set calls MarkerWriter until
+// every partition has its marker.
 // A load resends the markers of the transactions it finds prepared.
 //
 // # Persistence
