@@ -182,7 +182,7 @@ func (l *Log) flushLocked(rolledOnly bool) error {
 			return l.fail("syncing segment "+segmentName(s.baseOffset), err)
 		}
 	}
-	if err := l.syncSnapshots(dir); err != nil {
+	if err := l.snapshots.sync(dir); err != nil {
 		return l.fail("syncing a producer snapshot", err)
 	}
 	if syncDir {

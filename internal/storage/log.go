@@ -70,14 +70,10 @@ type Log struct {
 	cfg       atomic.Pointer[Config]
 	budget    *record.Budget // decompression memory; never nil
 
-	cleanMu    sync.Mutex // serializes cleanings; before appendMu, held across their I/O
-	appendMu   sync.Mutex
-	snapshotMu sync.Mutex // producer snapshot files; after appendMu, before flushMu
-	// unsyncedSnapshots are the offsets of the snapshots WriteRollSnapshot
-	// wrote since the last flush; unsyncedSnapshotsMu, taken under any
-	// other lock and with none under it, guards it.
-	unsyncedSnapshotsMu sync.Mutex
-	unsyncedSnapshots   map[int64]struct{}
+	cleanMu  sync.Mutex // serializes cleanings; before appendMu, held across their I/O
+	appendMu sync.Mutex
+	// snapshots are the producer-state snapshot files (snapshot.go).
+	snapshots producerSnapshots
 	// txns is the aborted-transaction index (txnindex.go).
 	txns    txnIndex
 	flushMu sync.Mutex
@@ -95,7 +91,6 @@ type Log struct {
 	// epochsDirty is set when the cache holds an entry its file does not
 	// (assigned on an empty log); the next append writes the file first.
 	epochsDirty bool
-	snapshots   []int64 // offsets of snapshot files, ascending
 	closed      bool
 	deleted     bool // by the Manager: the directory was renamed *-delete
 
@@ -176,6 +171,7 @@ func OpenLog(fs vfs.FS, dir string, cfg Config, opts LogOptions) (*Log, error) {
 		l.logger = slog.Default()
 	}
 	l.logger = l.logger.With("topic", tp.Topic, "partition", tp.Partition)
+	l.snapshots.fs = fs
 	l.deletes.fs, l.deletes.logger, l.deletes.dir = fs, l.logger, l.Dir
 	if l.now == nil {
 		l.now = time.Now
@@ -352,7 +348,7 @@ func (l *Log) Close() error {
 	var errs []error
 	live := !deleted && l.Offline() == nil
 	if live {
-		errs = append(errs, l.syncSnapshots(l.dir))
+		errs = append(errs, l.snapshots.sync(l.dir))
 	}
 	if len(segs) > 0 && live {
 		active := segs[len(segs)-1]

@@ -599,8 +599,8 @@ func (m *Manager) Delete(topic string, partition int32) error {
 func (l *Log) markDeleted(rename func(oldDir string) error, newDir string) error {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
-	l.snapshotMu.Lock()
-	defer l.snapshotMu.Unlock()
+	l.snapshots.fileMu.Lock()
+	defer l.snapshots.fileMu.Unlock()
 	l.flushMu.Lock()
 	defer l.flushMu.Unlock()
 	l.mu.Lock()

@@ -109,13 +109,13 @@ func (l *Log) load(opts LogOptions) error {
 			}
 		case strings.HasSuffix(name, snapshotSuffix):
 			if o, ok := parseOffsetName(name, snapshotSuffix); ok {
-				l.snapshots = append(l.snapshots, o)
+				l.snapshots.mu.offsets = append(l.snapshots.mu.offsets, o)
 			}
 		}
 		present[name] = true
 	}
 	slices.Sort(bases)
-	slices.Sort(l.snapshots)
+	slices.Sort(l.snapshots.mu.offsets)
 	// Indexes without a log are orphans of a deletion (Kafka removes them).
 	for _, name := range names {
 		for _, suf := range []string{indexSuffix, timeIndexSuffix} {
@@ -277,7 +277,7 @@ func (l *Log) load(opts LogOptions) error {
 			return err
 		}
 	}
-	if err := l.deleteSnapshotsLocked(func(o int64) bool { return o > leo }); err != nil {
+	if err := l.snapshots.deleteLocked(l.dir, func(o int64) bool { return o > leo }); err != nil {
 		return err
 	}
 	// The .txnindex entries of a recovered segment may be missing (never

@@ -30,8 +30,8 @@ func (l *Log) deletePrefixLocked(n int, reasons []string) error {
 	if n == 0 {
 		return nil
 	}
-	l.snapshotMu.Lock()
-	defer l.snapshotMu.Unlock()
+	l.snapshots.fileMu.Lock()
+	defer l.snapshots.fileMu.Unlock()
 	l.flushMu.Lock()
 	defer l.flushMu.Unlock()
 	segs := l.segments
@@ -59,7 +59,7 @@ func (l *Log) deletePrefixLocked(n int, reasons []string) error {
 	if err := l.txns.prune(newStart); err != nil {
 		return err
 	}
-	return l.pruneSnapshotsLocked(newStart)
+	return l.snapshots.pruneLocked(l.Dir(), newStart)
 }
 
 // EnforceRetention deletes the oldest segments that Kafka's rules expire,
@@ -163,9 +163,9 @@ func (l *Log) DeleteRecordsBefore(offset int64) (newLogStart int64, err error) {
 		n++
 	}
 	if n == 0 {
-		l.snapshotMu.Lock()
-		defer l.snapshotMu.Unlock()
-		return offset, l.pruneSnapshotsLocked(offset)
+		l.snapshots.fileMu.Lock()
+		defer l.snapshots.fileMu.Unlock()
+		return offset, l.snapshots.pruneLocked(l.Dir(), offset)
 	}
 	return offset, l.deletePrefixLocked(n, reasons)
 }
@@ -192,8 +192,8 @@ func (l *Log) TruncateTo(offset int64) error {
 	if offset < l.logStartOffset.Load() {
 		return l.truncateFullyLocked(offset)
 	}
-	l.snapshotMu.Lock()
-	defer l.snapshotMu.Unlock()
+	l.snapshots.fileMu.Lock()
+	defer l.snapshots.fileMu.Unlock()
 	l.flushMu.Lock()
 	defer l.flushMu.Unlock()
 
@@ -259,7 +259,7 @@ func (l *Log) TruncateTo(offset int64) error {
 	if err := l.txns.truncate(newEnd); err != nil {
 		return err
 	}
-	return l.deleteSnapshotsLocked(func(o int64) bool { return o > newEnd })
+	return l.snapshots.deleteLocked(l.Dir(), func(o int64) bool { return o > newEnd })
 }
 
 // reloadTail recomputes, after a truncation, what the appender keeps about
@@ -307,8 +307,8 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 // truncateFullyLocked: see TruncateFullyAndStartAt. l.appendMu must be held
 // (or the log not yet shared).
 func (l *Log) truncateFullyLocked(offset int64) error {
-	l.snapshotMu.Lock()
-	defer l.snapshotMu.Unlock()
+	l.snapshots.fileMu.Lock()
+	defer l.snapshots.fileMu.Unlock()
 	l.flushMu.Lock()
 	defer l.flushMu.Unlock()
 	old := l.segments
@@ -338,5 +338,5 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	if err := l.txns.truncate(-1); err != nil {
 		return err
 	}
-	return l.deleteSnapshotsLocked(func(int64) bool { return true })
+	return l.snapshots.deleteLocked(l.Dir(), func(int64) bool { return true })
 }

@@ -347,7 +347,7 @@ func TestWriteRollSnapshotSyncedByFlush(t *testing.T) {
 	if err := l.WriteRollSnapshot(active, data); err != nil {
 		t.Fatal(err)
 	}
-	path := l.snapshotPath(l.Dir(), active)
+	path := snapshotPath(l.Dir(), active)
 	if got, err := vfs.ReadFile(fs, path); err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("read back %q, %v", got, err)
 	}

@@ -7,11 +7,32 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 
 	"github.com/strata-io/strata/internal/vfs"
 )
 
-func (l *Log) snapshotPath(dir string, offset int64) string {
+// producerSnapshots are a log's producer-state snapshot files
+// (%020d.snapshot), which the producer package encodes: this type only
+// names, writes (atomically), syncs and prunes them. It is owned by its
+// Log. fileMu serializes the files' changes; the log takes it after
+// appendMu and before flushMu, so that a truncation or retention sees no
+// snapshot written beside it. mu is a leaf: taken under any of the log's
+// locks, and none under it.
+type producerSnapshots struct {
+	fs     vfs.FS
+	fileMu sync.Mutex
+	mu     struct {
+		sync.Mutex
+		// offsets are those of the snapshot files, ascending.
+		offsets []int64
+		// unsynced are the offsets of the snapshots WriteRollSnapshot
+		// wrote since the last flush.
+		unsynced map[int64]struct{}
+	}
+}
+
+func snapshotPath(dir string, offset int64) string {
 	return filepath.Join(dir, segmentName(offset)+snapshotSuffix)
 }
 
@@ -35,22 +56,35 @@ func (l *Log) WriteRollSnapshot(offset int64, data []byte) error {
 }
 
 func (l *Log) writeSnapshot(offset int64, data []byte, sync bool) error {
-	l.snapshotMu.Lock()
-	defer l.snapshotMu.Unlock()
+	l.snapshots.fileMu.Lock()
+	defer l.snapshots.fileMu.Unlock()
 	if err := l.Offline(); err != nil {
 		return err
 	}
 	if leo := l.logEndOffset.Load(); offset < 0 || offset > leo {
 		return fmt.Errorf("storage: snapshot at %d outside [0, %d] of %s", offset, leo, l)
 	}
-	l.mu.RLock()
-	_, exists := slices.BinarySearch(l.snapshots, offset)
-	l.mu.RUnlock()
-	if exists {
+	if err := l.snapshots.writeLocked(l.Dir(), offset, data, sync); err != nil {
+		return fmt.Errorf("storage: writing snapshot %d of %s: %w", offset, l, err)
+	}
+	if !sync {
+		l.unflushedDir.Store(true)
+		if l.rolled != nil {
+			l.rolled(l)
+		}
+	}
+	return nil
+}
+
+// writeLocked writes the snapshot at offset in dir, synced or not (then
+// the next syncLocked syncs it). x.fileMu must be held.
+func (x *producerSnapshots) writeLocked(dir string, offset int64, data []byte, sync bool) error {
+	path := snapshotPath(dir, offset)
+	if x.has(offset) {
 		// A broker that restarts without appends (or a partition that
 		// has none) takes the same snapshot again: reading it back costs
 		// far less than writing and syncing it.
-		if old, err := vfs.ReadFile(l.fs, l.snapshotPath(l.Dir(), offset)); err == nil && bytes.Equal(old, data) {
+		if old, err := vfs.ReadFile(x.fs, path); err == nil && bytes.Equal(old, data) {
 			return nil
 		}
 	}
@@ -58,25 +92,19 @@ func (l *Log) writeSnapshot(offset int64, data []byte, sync bool) error {
 	if !sync {
 		write = writeFileRenamed
 	}
-	if err := write(l.fs, l.snapshotPath(l.Dir(), offset), data); err != nil {
-		return fmt.Errorf("storage: writing snapshot %d of %s: %w", offset, l, err)
+	if err := write(x.fs, path, data); err != nil {
+		return err
 	}
-	l.mu.Lock()
-	if i, ok := slices.BinarySearch(l.snapshots, offset); !ok {
-		l.snapshots = slices.Insert(l.snapshots, i, offset)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if i, ok := slices.BinarySearch(x.mu.offsets, offset); !ok {
+		x.mu.offsets = slices.Insert(x.mu.offsets, i, offset)
 	}
-	l.mu.Unlock()
 	if !sync {
-		l.unsyncedSnapshotsMu.Lock()
-		if l.unsyncedSnapshots == nil {
-			l.unsyncedSnapshots = map[int64]struct{}{}
+		if x.mu.unsynced == nil {
+			x.mu.unsynced = map[int64]struct{}{}
 		}
-		l.unsyncedSnapshots[offset] = struct{}{}
-		l.unsyncedSnapshotsMu.Unlock()
-		l.unflushedDir.Store(true)
-		if l.rolled != nil {
-			l.rolled(l)
-		}
+		x.mu.unsynced[offset] = struct{}{}
 	}
 	return nil
 }
@@ -99,16 +127,16 @@ func writeFileRenamed(fs vfs.FS, name string, data []byte) error {
 	return fs.Rename(tmp, name)
 }
 
-// syncSnapshots syncs the snapshot files WriteRollSnapshot wrote (their
-// directory entries are the caller's: unflushedDir). l.flushMu must be
-// held.
-func (l *Log) syncSnapshots(dir string) error {
-	l.unsyncedSnapshotsMu.Lock()
-	pending := l.unsyncedSnapshots
-	l.unsyncedSnapshots = nil
-	l.unsyncedSnapshotsMu.Unlock()
+// sync syncs the snapshot files WriteRollSnapshot wrote (their directory
+// entries are the caller's: the log's unflushedDir). The log's flushMu
+// must be held.
+func (x *producerSnapshots) sync(dir string) error {
+	x.mu.Lock()
+	pending := x.mu.unsynced
+	x.mu.unsynced = nil
+	x.mu.Unlock()
 	for offset := range pending {
-		f, err := l.fs.Open(l.snapshotPath(dir, offset))
+		f, err := x.fs.Open(snapshotPath(dir, offset))
 		if errors.Is(err, os.ErrNotExist) {
 			continue // deleted since
 		}
@@ -127,82 +155,62 @@ func (l *Log) syncSnapshots(dir string) error {
 }
 
 // SnapshotOffsets returns the offsets of the stored snapshots, ascending.
-func (l *Log) SnapshotOffsets() []int64 {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	return slices.Clone(l.snapshots)
+func (l *Log) SnapshotOffsets() []int64 { return l.snapshots.list() }
+
+func (x *producerSnapshots) list() []int64 {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return slices.Clone(x.mu.offsets)
+}
+
+func (x *producerSnapshots) has(offset int64) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	_, ok := slices.BinarySearch(x.mu.offsets, offset)
+	return ok
 }
 
 // ReadSnapshot returns the snapshot taken at offset, or ErrNoSnapshot.
 func (l *Log) ReadSnapshot(offset int64) ([]byte, error) {
-	l.snapshotMu.Lock()
-	defer l.snapshotMu.Unlock()
-	l.mu.RLock()
-	_, ok := slices.BinarySearch(l.snapshots, offset)
-	dir := l.dir
-	l.mu.RUnlock()
-	if !ok {
+	l.snapshots.fileMu.Lock()
+	defer l.snapshots.fileMu.Unlock()
+	if !l.snapshots.has(offset) {
 		return nil, fmt.Errorf("%w: %d in %s", ErrNoSnapshot, offset, l)
 	}
-	return vfs.ReadFile(l.fs, l.snapshotPath(dir, offset))
+	return vfs.ReadFile(l.fs, snapshotPath(l.Dir(), offset))
 }
 
-// LatestSnapshot returns the newest snapshot; ok is false when there is
-// none.
-func (l *Log) LatestSnapshot() (offset int64, data []byte, ok bool, err error) {
-	offs := l.SnapshotOffsets()
-	if len(offs) == 0 {
-		return -1, nil, false, nil
-	}
-	offset = offs[len(offs)-1]
-	data, err = l.ReadSnapshot(offset)
-	if err != nil {
-		return offset, nil, false, err
-	}
-	return offset, data, true, nil
-}
-
-// DeleteSnapshot removes the snapshot taken at offset (one the producer
-// package found corrupt); a missing one is not an error.
-func (l *Log) DeleteSnapshot(offset int64) error {
-	l.snapshotMu.Lock()
-	defer l.snapshotMu.Unlock()
-	return l.deleteSnapshotsLocked(func(o int64) bool { return o == offset })
-}
-
-// deleteSnapshotsLocked removes the snapshots pred selects. l.snapshotMu
+// deleteLocked removes the snapshots in dir that pred selects. x.fileMu
 // must be held (or the log not yet shared).
-func (l *Log) deleteSnapshotsLocked(pred func(offset int64) bool) error {
-	l.mu.Lock()
+func (x *producerSnapshots) deleteLocked(dir string, pred func(offset int64) bool) error {
+	x.mu.Lock()
 	var doomed, kept []int64
-	for _, o := range l.snapshots {
+	for _, o := range x.mu.offsets {
 		if pred(o) {
 			doomed = append(doomed, o)
 		} else {
 			kept = append(kept, o)
 		}
 	}
-	l.snapshots = kept
-	dir := l.dir
-	l.mu.Unlock()
+	x.mu.offsets = kept
+	x.mu.Unlock()
 	var errs []error
 	for _, o := range doomed {
-		if err := l.fs.Remove(l.snapshotPath(dir, o)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := x.fs.Remove(snapshotPath(dir, o)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// pruneSnapshotsLocked removes snapshots below the log start offset,
-// keeping the latest snapshot whatever its offset. l.snapshotMu must be
-// held.
-func (l *Log) pruneSnapshotsLocked(logStart int64) error {
-	l.mu.RLock()
+// pruneLocked removes the snapshots below the log start offset, keeping
+// the latest snapshot whatever its offset. x.fileMu must be held.
+func (x *producerSnapshots) pruneLocked(dir string, logStart int64) error {
+	x.mu.Lock()
 	latest := int64(-1)
-	if n := len(l.snapshots); n > 0 {
-		latest = l.snapshots[n-1]
+	if n := len(x.mu.offsets); n > 0 {
+		latest = x.mu.offsets[n-1]
 	}
-	l.mu.RUnlock()
-	return l.deleteSnapshotsLocked(func(o int64) bool { return o < logStart && o != latest })
+	x.mu.Unlock()
+	return x.deleteLocked(dir, func(o int64) bool { return o < logStart && o != latest })
 }
