@@ -236,7 +236,7 @@ func (l *Log) appendLocked(batches []byte, headers []record.Header, opts AppendO
 
 	if next-l.recoveryPoint.Load() >= cfg.FlushMessages ||
 		cfg.FlushMs != math.MaxInt64 && l.now().UnixMilli()-l.lastFlushMs.Load() >= cfg.FlushMs {
-		if err := l.flush(next, false); err != nil {
+		if err := l.commit.flush(next, false); err != nil {
 			return info, err
 		}
 	}

@@ -98,7 +98,7 @@ func benchConcurrent(b *testing.B, appenders int, fsync bool) {
 		}()
 	}
 	wg.Wait()
-	if rounds := l.fsyncRounds.Load(); rounds > 0 {
+	if rounds := l.commit.fsyncRounds.Load(); rounds > 0 {
 		b.ReportMetric(float64(b.N)/float64(rounds), "appends/fsync")
 	}
 }

@@ -196,7 +196,7 @@ func (l *Log) swapIn(c *cleanState, group []*segment, ns *segment, names [3]stri
 		discard()
 		return fmt.Errorf("%w: the log changed while segment %d was cleaned", errCleanAborted, ns.baseOffset)
 	}
-	l.flushMu.Lock()
+	l.commit.syncMu.Lock()
 	l.mu.Lock()
 	segs := l.segments
 	next := make([]*segment, 0, len(segs)-len(group)+1)
@@ -212,7 +212,7 @@ func (l *Log) swapIn(c *cleanState, group []*segment, ns *segment, names [3]stri
 			err = l.fail("installing cleaned segment "+segmentName(ns.baseOffset), e)
 		}
 	}
-	l.flushMu.Unlock()
+	l.commit.syncMu.Unlock()
 	l.appendMu.Unlock()
 	if err != nil {
 		return err

@@ -38,7 +38,7 @@ type pendingDelete struct {
 // once (so their names can be reused and a restart removes them) and
 // closed and removed after delay. It returns the first failed rename, which
 // takes the log offline; the caller holds the log's appendMu and
-// flushMu and has removed segs from its segment list.
+// commit.syncMu and has removed segs from its segment list.
 func (q *deleteQueue) retire(segs []*segment, delay time.Duration) error {
 	dir := q.dir()
 	for _, s := range segs {

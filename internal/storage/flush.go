@@ -6,10 +6,43 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/strata-io/strata/internal/vfs"
 )
+
+// groupCommit is a log's fsync coordination (group commit): one Flush
+// caller at a time leads a round that syncs everything appended so far
+// (the log's flushLocked), and the others wait for it. It is owned by its
+// Log.
+type groupCommit struct {
+	// syncMu serializes fsyncs: held by a round's leader, and by
+	// anything that removes segments (no fsync runs on a closing file).
+	// The log takes it after appendMu and its snapshots' fileMu.
+	syncMu sync.Mutex
+	// mu guards committing (a round is running); done is signalled when
+	// one ends. Never held across I/O or while taking another lock.
+	mu struct {
+		sync.Mutex
+		done       *sync.Cond
+		committing bool
+	}
+	lastSyncNanos atomic.Int64 // how long the last round's fsyncs took
+	fsyncRounds   atomic.Int64 // rounds that synced, for group-commit figures
+
+	// Set by OpenLog: the log's end and recovery point, whether it is
+	// offline, and its round.
+	logEnd, recoveryPoint *atomic.Int64
+	offline               func() error
+	round                 func(rolledOnly bool) error
+}
+
+func (g *groupCommit) init(l *Log) {
+	g.mu.done = sync.NewCond(&g.mu)
+	g.logEnd, g.recoveryPoint, g.offline, g.round = &l.logEndOffset, &l.recoveryPoint, l.Offline, l.flushLocked
+}
 
 // Flush makes every offset below upTo durable and returns when it is. It
 // syncs the segments holding unflushed data (fdatasync), the indexes of
@@ -21,45 +54,45 @@ import (
 // meanwhile, so each waiter either finds its offset already durable or
 // joins the next round. A failed fsync takes the log offline; Flush then
 // returns ErrLogOffline, now and forever.
-func (l *Log) Flush(upTo int64) error { return l.flush(upTo, true) }
+func (l *Log) Flush(upTo int64) error { return l.commit.flush(upTo, true) }
 
-// flush is Flush; linger is false when the caller holds l.appendMu (no
-// append can arrive to share the fsync).
-func (l *Log) flush(upTo int64, linger bool) error {
-	if err := l.Offline(); err != nil {
+// flush is Flush; linger is false when the caller holds the log's
+// appendMu (no append can arrive to share the fsync).
+func (g *groupCommit) flush(upTo int64, linger bool) error {
+	if err := g.offline(); err != nil {
 		return err
 	}
-	if upTo <= l.recoveryPoint.Load() {
+	if upTo <= g.recoveryPoint.Load() {
 		return nil
 	}
 	// One caller at a time leads a round: it syncs everything appended so
 	// far. The others wait on the condition, not on the fsync's lock, so
 	// that those the round covered return as soon as it ends and one of
 	// the rest leads the next round.
-	l.commitMu.Lock()
-	defer l.commitMu.Unlock()
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	for {
-		if err := l.Offline(); err != nil {
+		if err := g.offline(); err != nil {
 			return err
 		}
-		if upTo <= l.recoveryPoint.Load() {
+		if upTo <= g.recoveryPoint.Load() {
 			return nil
 		}
-		if l.committing {
-			l.commitDone.Wait()
+		if g.mu.committing {
+			g.mu.done.Wait()
 			continue
 		}
-		l.committing = true
-		l.commitMu.Unlock()
-		l.flushMu.Lock()
+		g.mu.committing = true
+		g.mu.Unlock()
+		g.syncMu.Lock()
 		if linger {
-			l.linger()
+			g.linger()
 		}
-		err := l.flushLocked(false)
-		l.flushMu.Unlock()
-		l.commitMu.Lock()
-		l.committing = false
-		l.commitDone.Broadcast()
+		err := g.round(false)
+		g.syncMu.Unlock()
+		g.mu.Lock()
+		g.mu.committing = false
+		g.mu.done.Broadcast()
 		if err != nil {
 			return err
 		}
@@ -72,19 +105,19 @@ func (l *Log) flush(upTo int64, linger bool) error {
 // would cover only some of them (commit_delay in PostgreSQL, the binlog
 // group-commit delay in MySQL). It waits while the log end moves, at most a
 // quarter of the last fsync's duration, so a fast device is barely delayed
-// and an idle log not at all. l.flushMu must be held.
-func (l *Log) linger() {
-	budget := time.Duration(l.lastSyncNanos.Load()) / 4
+// and an idle log not at all. g.syncMu must be held.
+func (g *groupCommit) linger() {
+	budget := time.Duration(g.lastSyncNanos.Load()) / 4
 	if budget < 20*time.Microsecond {
 		return
 	}
 	const quiet = 20 * time.Microsecond
 	start := time.Now()
-	last, lastChange := l.logEndOffset.Load(), start
+	last, lastChange := g.logEnd.Load(), start
 	for {
 		runtime.Gosched()
 		now := time.Now()
-		if cur := l.logEndOffset.Load(); cur != last {
+		if cur := g.logEnd.Load(); cur != last {
 			last, lastChange = cur, now
 		}
 		if now.Sub(lastChange) > quiet || now.Sub(start) > budget {
@@ -100,8 +133,8 @@ func (l *Log) linger() {
 // flushUptoOffsetExclusive(newSegment.baseOffset). The active segment is
 // left to Flush, flush.messages and flush.ms, and flush.ms's clock is not
 // reset. The Manager's flusher calls it after a roll, off the append path.
-// The rolled data is synced first without flushMu (presyncRolled), then
-// again, with the indexes and the rest, under flushMu, which Flush callers
+// The rolled data is synced first without commit.syncMu (presyncRolled), then
+// again, with the indexes and the rest, under commit.syncMu, which Flush callers
 // and the mutators that remove segments share. A failed fsync takes the
 // log offline, as Flush's does.
 func (l *Log) FlushRolled() error {
@@ -111,15 +144,15 @@ func (l *Log) FlushRolled() error {
 	if err := l.presyncRolled(); err != nil {
 		return err
 	}
-	l.flushMu.Lock()
-	defer l.flushMu.Unlock()
+	l.commit.syncMu.Lock()
+	defer l.commit.syncMu.Unlock()
 	return l.flushLocked(true)
 }
 
 // presyncRolled syncs the data of the rolled segments from the one holding
-// the recovery point on, without flushMu: the bulk of their writeback (up
+// the recovery point on, without commit.syncMu: the bulk of their writeback (up
 // to a segment's worth) happens here, while retention, DeleteRecords and
-// truncation, which take flushMu under appendMu, go on; the locked round
+// truncation, which take commit.syncMu under appendMu, go on; the locked round
 // after it then finds little to write. The segments stay marked dirty, so
 // the locked round syncs each again and alone decides what is durable. A
 // segment removed meanwhile has its file closed under it: that error is
@@ -140,7 +173,7 @@ func (l *Log) presyncRolled() error {
 }
 
 // flushLocked syncs everything appended so far or, when rolledOnly, every
-// segment but the active one. l.flushMu must be held.
+// segment but the active one. l.commit.syncMu must be held.
 func (l *Log) flushLocked(rolledOnly bool) error {
 	// Load the end before the segment list: every byte below it is in a
 	// segment of the list, and that segment was marked dirty before the end
@@ -158,7 +191,7 @@ func (l *Log) flushLocked(rolledOnly bool) error {
 		// Every byte below the active segment's base offset is in the
 		// segments before it (a roll marks the old one inactive before it
 		// publishes the new list), and none of them takes appends again
-		// unless truncation, which holds flushMu, makes one active.
+		// unless truncation, which holds commit.syncMu, makes one active.
 		target = min(target, segs[len(segs)-1].baseOffset)
 		segs = segs[:len(segs)-1]
 	}
@@ -169,9 +202,9 @@ func (l *Log) flushLocked(rolledOnly bool) error {
 	if !rolledOnly {
 		// Group commit's figures: a rolled segment's fsync is not the
 		// appenders' and must not stretch their linger.
-		l.fsyncRounds.Add(1)
+		l.commit.fsyncRounds.Add(1)
 		syncStart := time.Now()
-		defer func() { l.lastSyncNanos.Store(int64(time.Since(syncStart))) }()
+		defer func() { l.commit.lastSyncNanos.Store(int64(time.Since(syncStart))) }()
 	}
 	for i := len(segs) - 1; i >= 0; i-- {
 		s := segs[i]

@@ -75,14 +75,9 @@ type Log struct {
 	// snapshots are the producer-state snapshot files (snapshot.go).
 	snapshots producerSnapshots
 	// txns is the aborted-transaction index (txnindex.go).
-	txns    txnIndex
-	flushMu sync.Mutex
-
-	// Group commit: commitMu guards committing (a Flush round is running);
-	// commitDone is signalled when one ends. Never held across I/O.
-	commitMu   sync.Mutex
-	commitDone *sync.Cond
-	committing bool
+	txns txnIndex
+	// commit is the log's group commit (flush.go).
+	commit groupCommit
 
 	mu       sync.RWMutex
 	dir      string
@@ -96,11 +91,9 @@ type Log struct {
 
 	logEndOffset   atomic.Int64
 	logStartOffset atomic.Int64 // written under mu and appendMu
-	recoveryPoint  atomic.Int64 // written under flushMu
+	recoveryPoint  atomic.Int64 // written under commit.syncMu
 	lastFlushMs    atomic.Int64
-	lastSyncNanos  atomic.Int64 // how long the last flush's fsyncs took
-	fsyncRounds    atomic.Int64 // flushes that synced, for group-commit figures
-	unflushedDir   atomic.Bool  // files were created in dir since its last sync
+	unflushedDir   atomic.Bool // files were created in dir since its last sync
 	// unflushedParent is set for a directory created since the parent's
 	// last sync: the next flush syncs the parent too, so the directory of
 	// a partition survives a crash once it holds durable data.
@@ -159,7 +152,7 @@ func OpenLog(fs vfs.FS, dir string, cfg Config, opts LogOptions) (*Log, error) {
 	if l.budget == nil {
 		l.budget = record.DefaultBudget
 	}
-	l.commitDone = sync.NewCond(&l.commitMu)
+	l.commit.init(l)
 	l.retentionBound.Store(math.MaxInt64)
 	l.highWatermark.Store(max(opts.HighWatermark, -1))
 	l.txns.fs, l.txns.dir, l.txns.name, l.txns.fail = fs, l.Dir, l.String(), l.fail
@@ -334,8 +327,8 @@ func (l *Log) writable() error {
 func (l *Log) Close() error {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
-	l.flushMu.Lock()
-	defer l.flushMu.Unlock()
+	l.commit.syncMu.Lock()
+	defer l.commit.syncMu.Unlock()
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()

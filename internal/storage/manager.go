@@ -601,8 +601,8 @@ func (l *Log) markDeleted(rename func(oldDir string) error, newDir string) error
 	defer l.appendMu.Unlock()
 	l.snapshots.fileMu.Lock()
 	defer l.snapshots.fileMu.Unlock()
-	l.flushMu.Lock()
-	defer l.flushMu.Unlock()
+	l.commit.syncMu.Lock()
+	defer l.commit.syncMu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := rename(l.dir); err != nil {

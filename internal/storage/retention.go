@@ -14,7 +14,7 @@ import (
 func (l *Log) PendingDeletes() int { return l.deletes.len() }
 
 // retireLocked hands segments the caller removed from l.segments to the
-// delete queue. l.appendMu and l.flushMu must be held.
+// delete queue. l.appendMu and l.commit.syncMu must be held.
 func (l *Log) retireLocked(segs []*segment) error {
 	delay := time.Duration(l.cfg.Load().FileDeleteDelayMs) * time.Millisecond
 	if err := l.deletes.retire(segs, delay); err != nil {
@@ -32,8 +32,8 @@ func (l *Log) deletePrefixLocked(n int, reasons []string) error {
 	}
 	l.snapshots.fileMu.Lock()
 	defer l.snapshots.fileMu.Unlock()
-	l.flushMu.Lock()
-	defer l.flushMu.Unlock()
+	l.commit.syncMu.Lock()
+	defer l.commit.syncMu.Unlock()
 	segs := l.segments
 	if n >= len(segs) {
 		panic("storage: deleting the active segment")
@@ -194,8 +194,8 @@ func (l *Log) TruncateTo(offset int64) error {
 	}
 	l.snapshots.fileMu.Lock()
 	defer l.snapshots.fileMu.Unlock()
-	l.flushMu.Lock()
-	defer l.flushMu.Unlock()
+	l.commit.syncMu.Lock()
+	defer l.commit.syncMu.Unlock()
 
 	segs := l.segments
 	i := floorSegment(segs, offset)
@@ -309,8 +309,8 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 func (l *Log) truncateFullyLocked(offset int64) error {
 	l.snapshots.fileMu.Lock()
 	defer l.snapshots.fileMu.Unlock()
-	l.flushMu.Lock()
-	defer l.flushMu.Unlock()
+	l.commit.syncMu.Lock()
+	defer l.commit.syncMu.Unlock()
 	old := l.segments
 	l.truncations.Add(1)
 	l.cleanerCheckpoint.Store(offset)

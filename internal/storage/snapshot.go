@@ -16,7 +16,7 @@ import (
 // (%020d.snapshot), which the producer package encodes: this type only
 // names, writes (atomically), syncs and prunes them. It is owned by its
 // Log. fileMu serializes the files' changes; the log takes it after
-// appendMu and before flushMu, so that a truncation or retention sees no
+// appendMu and before commit.syncMu, so that a truncation or retention sees no
 // snapshot written beside it. mu is a leaf: taken under any of the log's
 // locks, and none under it.
 type producerSnapshots struct {
@@ -77,7 +77,7 @@ func (l *Log) writeSnapshot(offset int64, data []byte, sync bool) error {
 }
 
 // writeLocked writes the snapshot at offset in dir, synced or not (then
-// the next syncLocked syncs it). x.fileMu must be held.
+// the next sync syncs it). x.fileMu must be held.
 func (x *producerSnapshots) writeLocked(dir string, offset int64, data []byte, sync bool) error {
 	path := snapshotPath(dir, offset)
 	if x.has(offset) {
@@ -128,7 +128,7 @@ func writeFileRenamed(fs vfs.FS, name string, data []byte) error {
 }
 
 // sync syncs the snapshot files WriteRollSnapshot wrote (their directory
-// entries are the caller's: the log's unflushedDir). The log's flushMu
+// entries are the caller's: the log's unflushedDir). The log's commit.syncMu
 // must be held.
 func (x *producerSnapshots) sync(dir string) error {
 	x.mu.Lock()

@@ -64,7 +64,7 @@ func decodeTxnIndex(data []byte) []AbortedTxn {
 // .txnindex files, in memory, and which files a flush must sync. It is
 // owned by its Log, which serializes its writers (appendMu) and checks
 // the log is writable; its mu is taken after the log's appendMu,
-// snapshotMu and flushMu, before Log.mu (its methods read the log's
+// snapshots.fileMu and commit.syncMu, before Log.mu (its methods read the log's
 // directory).
 type txnIndex struct {
 	fs   vfs.FS
@@ -177,7 +177,7 @@ func (x *txnIndex) append(t AbortedTxn, base int64) error {
 // recovery point and syncs itself. So every entry whose marker is below
 // the recovery point is durable, and recovery need only rebuild the
 // entries of the segments it recovers, as Kafka's LogSegment.flush syncs
-// its txnIndex. The log's flushMu must be held.
+// its txnIndex. The log's commit.syncMu must be held.
 func (x *txnIndex) commitRecoveryPoint(recoveryPoint, target int64) error {
 	for {
 		x.mu.Lock()
