@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/strata-io/strata/internal/record"
@@ -124,9 +126,29 @@ var errCleanAborted = errors.New("storage: cleaning aborted")
 // as Kafka marks a partition uncleanable.
 var errUncleanable = errors.New("storage: log cannot be cleaned")
 
-// cleanState is what a cleaning works from: one snapshot of the log.
+// cleanerState is what a log keeps for the log cleaner between
+// cleanings. It is owned by its Log.
+type cleanerState struct {
+	// running serializes cleanings; a cleaning holds it across its I/O,
+	// and takes the log's appendMu under it only to swap a cleaned segment
+	// in.
+	running sync.Mutex
+	// checkpoint is the offset cleaning has deduplicated up to;
+	// truncations counts the log's truncations, so that a cleaning can
+	// tell that the segments it rewrote changed under it (both written
+	// under the log's appendMu).
+	checkpoint, truncations atomic.Int64
+	// deleteHorizon is the earliest delete horizon of the tombstones the
+	// last cleaning kept; uncleanable is set when a cleaning failed on the
+	// data itself.
+	deleteHorizon atomic.Int64
+	uncleanable   atomic.Bool
+}
+
+// cleanState is what one cleaning works from: a snapshot of its log.
 type cleanState struct {
 	CleanableInfo
+	log         *Log
 	segs        []*segment
 	dir         string
 	truncations int64
@@ -134,7 +156,7 @@ type cleanState struct {
 
 // CleanerCheckpoint returns the offset the log cleaner has deduplicated up
 // to (0 before the first cleaning).
-func (l *Log) CleanerCheckpoint() int64 { return l.cleanerCheckpoint.Load() }
+func (l *Log) CleanerCheckpoint() int64 { return l.cleaner.checkpoint.Load() }
 
 // Cleanable returns the log's clean and dirty sections at now.
 func (l *Log) Cleanable(now time.Time) CleanableInfo { return l.cleanState(now).CleanableInfo }
@@ -142,12 +164,12 @@ func (l *Log) Cleanable(now time.Time) CleanableInfo { return l.cleanState(now).
 func (l *Log) cleanState(now time.Time) cleanState {
 	cfg := l.cfg.Load()
 	// The truncation count first: a truncation after it shows at the swap.
-	c := cleanState{truncations: l.truncations.Load()}
+	c := cleanState{log: l, truncations: l.cleaner.truncations.Load()}
 	l.mu.RLock()
 	c.segs, c.dir = l.segments, l.dir
 	l.mu.RUnlock()
 	logStart, leo := l.logStartOffset.Load(), l.logEndOffset.Load()
-	c.FirstDirtyOffset = l.cleanerCheckpoint.Load()
+	c.FirstDirtyOffset = l.cleaner.checkpoint.Load()
 	if c.FirstDirtyOffset < logStart || c.FirstDirtyOffset > leo {
 		c.FirstDirtyOffset = logStart
 	}
@@ -205,14 +227,14 @@ func segmentTimestamp(s *segment) int64 {
 // passed.
 func (l *Log) cleaningDue(now time.Time) (CleanableInfo, bool) {
 	cfg := l.cfg.Load()
-	if !cfg.Compact || l.uncleanable.Load() || l.Offline() != nil {
+	if !cfg.Compact || l.cleaner.uncleanable.Load() || l.Offline() != nil {
 		return CleanableInfo{}, false
 	}
 	info := l.Cleanable(now)
 	if info.DirtyBytes > 0 && info.Ratio >= cfg.MinCleanableDirtyRatio {
 		return info, true
 	}
-	return info, info.CleanBytes+info.DirtyBytes > 0 && now.UnixMilli() >= l.deleteHorizon.Load()
+	return info, info.CleanBytes+info.DirtyBytes > 0 && now.UnixMilli() >= l.cleaner.deleteHorizon.Load()
 }
 
 // Clean compacts the log once (see the comment at the top of this file):
@@ -233,8 +255,8 @@ func (l *Log) cleaningDue(now time.Time) (CleanableInfo, bool) {
 // checkpoint it leaves: a cancelled cleaning takes at most the rewrite of
 // the segments below the map's end.
 func (l *Log) Clean(ctx context.Context, opts CleanOptions) (CleanResult, error) {
-	l.cleanMu.Lock()
-	defer l.cleanMu.Unlock()
+	l.cleaner.running.Lock()
+	defer l.cleaner.running.Unlock()
 	start := time.Now()
 	cfg := l.cfg.Load()
 	if !cfg.Compact {
@@ -257,9 +279,9 @@ func (l *Log) Clean(ctx context.Context, opts CleanOptions) (CleanResult, error)
 	res := CleanResult{FirstDirtyOffset: c.FirstDirtyOffset, CleanedTo: c.FirstDirtyOffset}
 
 	offsets := newOffsetMap(opts.DedupeBufferSize, max(c.FirstUncleanableOffset-c.FirstDirtyOffset, 0))
-	mapEnd, err := l.buildOffsetMap(ctx, &c, offsets)
+	mapEnd, err := c.buildOffsetMap(ctx, offsets)
 	if err != nil {
-		return res, l.cleanFailed(err)
+		return res, c.failed(err)
 	}
 	res.Keys, res.CleanedTo = offsets.size(), mapEnd
 
@@ -275,8 +297,8 @@ func (l *Log) Clean(ctx context.Context, opts CleanOptions) (CleanResult, error)
 		if err := ctx.Err(); err != nil {
 			return res, fmt.Errorf("%w: %w", errCleanAborted, err)
 		}
-		if err := l.cleanGroup(ctx, &c, group, f, cfg, now, &res); err != nil {
-			return res, l.cleanFailed(err)
+		if err := c.cleanGroup(ctx, group, f, cfg, now, &res); err != nil {
+			return res, c.failed(err)
 		}
 		if res.SegmentsAfter > 0 {
 			// A run swapped in was deduplicated against the whole offset
@@ -293,11 +315,11 @@ func (l *Log) Clean(ctx context.Context, opts CleanOptions) (CleanResult, error)
 	// The checkpoint moves only if no truncation could have moved the log
 	// end below it meanwhile (TruncateTo lowers it under appendMu).
 	l.appendMu.Lock()
-	if l.truncations.Load() == c.truncations {
-		l.cleanerCheckpoint.Store(mapEnd)
+	if l.cleaner.truncations.Load() == c.truncations {
+		l.cleaner.checkpoint.Store(mapEnd)
 	}
 	l.appendMu.Unlock()
-	l.deleteHorizon.Store(f.earliestHorizon)
+	l.cleaner.deleteHorizon.Store(f.earliestHorizon)
 	res.Duration = time.Since(start)
 	l.logger.Info("cleaned log", "segments", res.SegmentsBefore, "new_segments", res.SegmentsAfter,
 		"bytes_before", res.BytesBefore, "bytes_after", res.BytesAfter, "keys", res.Keys,
@@ -323,16 +345,17 @@ func (l *Log) usable() error {
 	return nil
 }
 
-// cleanFailed marks the log uncleanable when err is about its data. A
+// failed marks the log uncleanable when err is about its data. A
 // failure of a log closed, deleted or taken offline meanwhile is an abort.
-func (l *Log) cleanFailed(err error) error {
+func (c *cleanState) failed(err error) error {
+	l := c.log
 	if errors.Is(err, errCleanAborted) {
 		return err
 	}
 	if usable := l.usable(); usable != nil {
 		return fmt.Errorf("%w: %w (%w)", errCleanAborted, usable, err)
 	}
-	if errors.Is(err, errUncleanable) && l.uncleanable.CompareAndSwap(false, true) {
+	if errors.Is(err, errUncleanable) && l.cleaner.uncleanable.CompareAndSwap(false, true) {
 		l.logger.Error("log cannot be cleaned; skipping it until restart", "err", err)
 	}
 	return err
@@ -342,7 +365,8 @@ func (l *Log) cleanFailed(err error) error {
 // key and an offset in [first dirty, first uncleanable), the greatest
 // offset of its key. It returns the map's end: every such record below it
 // is in the map. It stops at a batch boundary when the map is full.
-func (l *Log) buildOffsetMap(ctx context.Context, c *cleanState, m *offsetMap) (int64, error) {
+func (c *cleanState) buildOffsetMap(ctx context.Context, m *offsetMap) (int64, error) {
+	l := c.log
 	from, to := c.FirstDirtyOffset, c.FirstUncleanableOffset
 	if from >= to {
 		return from, nil
@@ -383,7 +407,7 @@ func (l *Log) buildOffsetMap(ctx context.Context, c *cleanState, m *offsetMap) (
 				}
 				return max(mapEnd, from), nil
 			}
-			sec, err := l.recordsSection(&h, batch)
+			sec, err := recordsSection(l.cfg.Load(), l.budget, &h, batch)
 			if err != nil {
 				return 0, err
 			}
@@ -408,11 +432,11 @@ func (l *Log) buildOffsetMap(ctx context.Context, c *cleanState, m *offsetMap) (
 // compressed, within the log's decompression budget. A batch that fails is
 // errUncleanable, naming its offset: the cleaner reports it and leaves the
 // log alone until a restart, rather than retry it.
-func (l *Log) recordsSection(h *record.Header, batch []byte) ([]byte, error) {
+func recordsSection(cfg *Config, budget *record.Budget, h *record.Header, batch []byte) ([]byte, error) {
 	batch = batch[:h.Size()]
-	size, err := record.ScanStored(batch, h, l.cfg.Load().MaxMessageBytes, l.budget, nil)
+	size, err := record.ScanStored(batch, h, cfg.MaxMessageBytes, budget, nil)
 	if err == nil && h.Codec() != record.CodecNone {
-		batch, err = record.Decompress(batch, size, l.budget)
+		batch, err = record.Decompress(batch, size, budget)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: batch at offset %d: %w", errUncleanable, h.BaseOffset, err)
@@ -486,7 +510,7 @@ func (f *batchFilter) filter(h *record.Header, batch []byte, last bool) ([]byte,
 	if h.IsControl() {
 		return batch, nil
 	}
-	sec, err := f.log.recordsSection(h, batch)
+	sec, err := recordsSection(f.log.cfg.Load(), f.log.budget, h, batch)
 	if err != nil {
 		return nil, err
 	}

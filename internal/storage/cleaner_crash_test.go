@@ -348,8 +348,8 @@ func TestCleanAbortsWhenTheLogChanges(t *testing.T) {
 			if left := leftovers(t, mem, "/d/t-0"); len(left) > 0 {
 				t.Fatalf("leftover files %v", left)
 			}
-			if l.CleanerCheckpoint() != 0 || l.uncleanable.Load() {
-				t.Fatalf("checkpoint %d, uncleanable %v after an aborted cleaning", l.CleanerCheckpoint(), l.uncleanable.Load())
+			if l.CleanerCheckpoint() != 0 || l.cleaner.uncleanable.Load() {
+				t.Fatalf("checkpoint %d, uncleanable %v after an aborted cleaning", l.CleanerCheckpoint(), l.cleaner.uncleanable.Load())
 			}
 			// The next cleaning works on what is left.
 			res := cleanOK(t, l, time.UnixMilli(5000))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -36,7 +37,8 @@ import (
 // cleanGroup rewrites a run of sealed segments as one and swaps it in. A
 // run that would come out unchanged (one segment, every batch kept as it
 // was) is left alone.
-func (l *Log) cleanGroup(ctx context.Context, c *cleanState, group []*segment, f *batchFilter, cfg *Config, now time.Time, res *CleanResult) error {
+func (c *cleanState) cleanGroup(ctx context.Context, group []*segment, f *batchFilter, cfg *Config, now time.Time, res *CleanResult) error {
+	l := c.log
 	var before int64
 	for _, s := range group {
 		before += s.size.Load()
@@ -122,7 +124,7 @@ func (l *Log) cleanGroup(ctx context.Context, c *cleanState, group []*segment, f
 		discard(ns)
 		return fmt.Errorf("storage: syncing cleaned segment %d: %w", base, err)
 	}
-	if err := l.swapIn(c, group, ns, names, func() { discard(ns) }); err != nil {
+	if err := c.swapIn(group, ns, names, func() { discard(ns) }); err != nil {
 		return err
 	}
 	res.SegmentsBefore += len(group)
@@ -177,7 +179,8 @@ func (s *segment) finishCleaned() error {
 // swapIn replaces group with ns, whose files are complete and synced under
 // their .cleaned names (steps 2 to 4 above). discard removes ns's files
 // when the swap does not happen.
-func (l *Log) swapIn(c *cleanState, group []*segment, ns *segment, names [3]string, discard func()) error {
+func (c *cleanState) swapIn(group []*segment, ns *segment, names [3]string, discard func()) error {
+	l := c.log
 	for _, i := range [...]int{1, 2, 0} {
 		if err := l.fs.Rename(names[i]+cleanedSuffix, names[i]+swapSuffix); err != nil {
 			discard()
@@ -190,7 +193,7 @@ func (l *Log) swapIn(c *cleanState, group []*segment, ns *segment, names [3]stri
 	}
 
 	l.appendMu.Lock()
-	i, ok := l.liveGroupLocked(c, group)
+	i, ok := c.liveGroupLocked(group)
 	if !ok {
 		l.appendMu.Unlock()
 		discard()
@@ -227,8 +230,9 @@ func (l *Log) swapIn(c *cleanState, group []*segment, ns *segment, names [3]stri
 // false when the cleaning must not swap: the log changed since c was taken
 // (truncated, closed, deleted, moved, or the segments were deleted), or the
 // run now reaches the active segment. l.appendMu must be held.
-func (l *Log) liveGroupLocked(c *cleanState, group []*segment) (int, bool) {
-	if l.usable() != nil || l.truncations.Load() != c.truncations {
+func (c *cleanState) liveGroupLocked(group []*segment) (int, bool) {
+	l := c.log
+	if l.usable() != nil || l.cleaner.truncations.Load() != c.truncations {
 		return -1, false
 	}
 	l.mu.RLock()
@@ -291,14 +295,15 @@ func (w *cleanWriter) flush() error {
 // the top of this file), before the log's segments are opened; names is
 // the directory's listing. It returns the base offsets of the segments it
 // swapped in, which must be recovered, and the listing after its changes.
-// Nothing else has the log yet.
-func (l *Log) finishSwaps(names []string) (map[int64]bool, []string, error) {
+// dirChanged says the directory changed (a flush must sync it). Nothing
+// else has the log yet.
+func finishSwaps(fs vfs.FS, dir string, logger *slog.Logger, names []string) (swapped map[int64]bool, after []string, dirChanged bool, err error) {
 	changed := false
 	var swaps []int64
 	for _, name := range names {
 		if strings.HasSuffix(name, cleanedSuffix) {
-			if err := l.fs.Remove(filepath.Join(l.dir, name)); err != nil {
-				return nil, nil, err
+			if err := fs.Remove(filepath.Join(dir, name)); err != nil {
+				return nil, nil, false, err
 			}
 			changed = true
 			continue
@@ -311,65 +316,64 @@ func (l *Log) finishSwaps(names []string) (map[int64]bool, []string, error) {
 	}
 	done := map[int64]bool{}
 	for _, b := range swaps {
-		stem := filepath.Join(l.dir, segmentName(b))
-		end, err := l.swapEnd(stem + logSuffix + swapSuffix)
+		stem := filepath.Join(dir, segmentName(b))
+		end, err := swapEnd(fs, stem+logSuffix+swapSuffix)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
 		}
 		changed = true
 		if end < 0 {
 			// Synced before its rename, so only a disk's corruption gets
 			// here: keep what the old segments left.
-			l.logger.Warn("removing a cleaned segment with no valid batch", "segment", b)
+			logger.Warn("removing a cleaned segment with no valid batch", "segment", b)
 			continue // its .swap files go below
 		}
 		for _, name := range names {
 			for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
 				if o, ok := parseOffsetName(name, suffix); ok && o >= b && o < end {
-					if err := l.fs.Remove(filepath.Join(l.dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
-						return nil, nil, err
+					if err := fs.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+						return nil, nil, false, err
 					}
 				}
 			}
 		}
 		for _, suffix := range []string{indexSuffix, timeIndexSuffix, logSuffix} {
-			if vfs.Exists(l.fs, stem+suffix+swapSuffix) {
-				if err := l.fs.Rename(stem+suffix+swapSuffix, stem+suffix); err != nil {
-					return nil, nil, err
+			if vfs.Exists(fs, stem+suffix+swapSuffix) {
+				if err := fs.Rename(stem+suffix+swapSuffix, stem+suffix); err != nil {
+					return nil, nil, false, err
 				}
 			}
 		}
-		l.logger.Info("completed an interrupted cleaning", "segment", b, "end_offset", end)
+		logger.Info("completed an interrupted cleaning", "segment", b, "end_offset", end)
 		done[b] = true
 	}
 	if !changed && !slices.ContainsFunc(names, func(n string) bool { return strings.HasSuffix(n, swapSuffix) }) {
-		return done, names, nil
+		return done, names, false, nil
 	}
-	names, err := l.fs.List(l.dir)
+	names, err = fs.List(dir)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	for _, name := range names {
 		if strings.HasSuffix(name, swapSuffix) {
-			if err := l.fs.Remove(filepath.Join(l.dir, name)); err != nil {
-				return nil, nil, err
+			if err := fs.Remove(filepath.Join(dir, name)); err != nil {
+				return nil, nil, false, err
 			}
 			changed = true
 		}
 	}
 	if changed {
-		l.unflushedDir.Store(true)
-		if names, err = l.fs.List(l.dir); err != nil {
-			return nil, nil, err
+		if names, err = fs.List(dir); err != nil {
+			return nil, nil, false, err
 		}
 	}
-	return done, names, nil
+	return done, names, changed, nil
 }
 
 // swapEnd returns the offset after the last valid batch of a .swap log, or
 // -1 when it has none.
-func (l *Log) swapEnd(path string) (int64, error) {
-	f, err := l.fs.Open(path)
+func swapEnd(fs vfs.FS, path string) (int64, error) {
+	f, err := fs.Open(path)
 	if err != nil {
 		return 0, err
 	}

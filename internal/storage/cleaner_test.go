@@ -325,8 +325,8 @@ func TestCleanRemovesTombstonesAfterDeleteRetention(t *testing.T) {
 			}
 		}
 	}
-	if horizons != 2 || l.deleteHorizon.Load() != t0+1000 {
-		t.Fatalf("%d batches with a delete horizon, earliest %d", horizons, l.deleteHorizon.Load())
+	if horizons != 2 || l.cleaner.deleteHorizon.Load() != t0+1000 {
+		t.Fatalf("%d batches with a delete horizon, earliest %d", horizons, l.cleaner.deleteHorizon.Load())
 	}
 	if _, due := l.cleaningDue(time.UnixMilli(t0 + 999)); due {
 		t.Fatal("cleaning due before the delete horizon")
@@ -343,8 +343,8 @@ func TestCleanRemovesTombstonesAfterDeleteRetention(t *testing.T) {
 		t.Fatalf("removed %d tombstones, want 2", res.TombstonesRemoved)
 	}
 	checkCompacted(t, readRecords(t, l), written, res.CleanedTo, true)
-	if l.deleteHorizon.Load() != math.MaxInt64 {
-		t.Fatalf("earliest delete horizon %d after every tombstone went", l.deleteHorizon.Load())
+	if l.cleaner.deleteHorizon.Load() != math.MaxInt64 {
+		t.Fatalf("earliest delete horizon %d after every tombstone went", l.cleaner.deleteHorizon.Load())
 	}
 
 	// A tombstone not yet deduplicated (the active segment) is not
@@ -355,8 +355,8 @@ func TestCleanRemovesTombstonesAfterDeleteRetention(t *testing.T) {
 	fillTo(t, l, l.NumSegments()+1, 600, &written)
 	res = cleanOK(t, l, time.UnixMilli(t0+6000))
 	got := readRecords(t, l)
-	if !slices.ContainsFunc(got, func(r rec) bool { return r.key == "c" && r.tombstone }) || l.deleteHorizon.Load() != t0+7000 {
-		t.Fatalf("new tombstone missing or horizon %d: %v", l.deleteHorizon.Load(), got)
+	if !slices.ContainsFunc(got, func(r rec) bool { return r.key == "c" && r.tombstone }) || l.cleaner.deleteHorizon.Load() != t0+7000 {
+		t.Fatalf("new tombstone missing or horizon %d: %v", l.cleaner.deleteHorizon.Load(), got)
 	}
 	if slices.ContainsFunc(got, func(r rec) bool { return r.key == "c" && !r.tombstone }) {
 		t.Fatal("value deleted by a tombstone survived")

@@ -70,7 +70,6 @@ type Log struct {
 	cfg       atomic.Pointer[Config]
 	budget    *record.Budget // decompression memory; never nil
 
-	cleanMu  sync.Mutex // serializes cleanings; before appendMu, held across their I/O
 	appendMu sync.Mutex
 	// snapshots are the producer-state snapshot files (snapshot.go).
 	snapshots producerSnapshots
@@ -102,16 +101,8 @@ type Log struct {
 	highWatermark   atomic.Int64 // see SetHighWatermark; -1 when unknown
 	offline         atomic.Pointer[error]
 
-	// The log cleaner's state (see Clean). cleanerCheckpoint is the offset
-	// cleaning has deduplicated up to; truncations counts truncations, so
-	// a cleaning can tell that the segments it rewrote changed under it
-	// (both written under appendMu). deleteHorizon is the earliest delete
-	// horizon of the tombstones the last cleaning kept; uncleanable is set
-	// when a cleaning failed on the data itself.
-	cleanerCheckpoint atomic.Int64
-	truncations       atomic.Int64
-	deleteHorizon     atomic.Int64
-	uncleanable       atomic.Bool
+	// cleaner is the log cleaner's state (cleaner.go).
+	cleaner cleanerState
 
 	deletes deleteQueue
 
@@ -158,8 +149,8 @@ func OpenLog(fs vfs.FS, dir string, cfg Config, opts LogOptions) (*Log, error) {
 	l.txns.fs, l.txns.dir, l.txns.name, l.txns.fail = fs, l.Dir, l.String(), l.fail
 	l.txns.recoveryPoint = &l.recoveryPoint
 	l.txns.firstUnstable.Store(-1)
-	l.cleanerCheckpoint.Store(max(opts.CleanerCheckpoint, 0))
-	l.deleteHorizon.Store(math.MaxInt64)
+	l.cleaner.checkpoint.Store(max(opts.CleanerCheckpoint, 0))
+	l.cleaner.deleteHorizon.Store(math.MaxInt64)
 	if l.logger == nil {
 		l.logger = slog.Default()
 	}

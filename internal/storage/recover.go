@@ -88,9 +88,12 @@ func (l *Log) load(opts LogOptions) error {
 	if err != nil {
 		return err
 	}
-	swapped, names, err := l.finishSwaps(names)
+	swapped, names, dirChanged, err := finishSwaps(l.fs, l.dir, l.logger, names)
 	if err != nil {
 		return fmt.Errorf("finishing an interrupted cleaning: %w", err)
+	}
+	if dirChanged {
+		l.unflushedDir.Store(true)
 	}
 	present := map[string]bool{}
 	var bases []int64

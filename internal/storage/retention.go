@@ -226,9 +226,9 @@ func (l *Log) TruncateTo(offset int64) error {
 		return l.fail("syncing truncated segment", err)
 	}
 	newEnd := s.nextOffset
-	l.truncations.Add(1)
-	if l.cleanerCheckpoint.Load() > newEnd {
-		l.cleanerCheckpoint.Store(newEnd)
+	l.cleaner.truncations.Add(1)
+	if l.cleaner.checkpoint.Load() > newEnd {
+		l.cleaner.checkpoint.Store(newEnd)
 	}
 	l.mu.Lock()
 	l.segments = slices.Clone(segs[:i+1])
@@ -312,8 +312,8 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	l.commit.syncMu.Lock()
 	defer l.commit.syncMu.Unlock()
 	old := l.segments
-	l.truncations.Add(1)
-	l.cleanerCheckpoint.Store(offset)
+	l.cleaner.truncations.Add(1)
+	l.cleaner.checkpoint.Store(offset)
 	if err := l.retireLocked(old); err != nil {
 		return err
 	}
