@@ -58,17 +58,6 @@ func (st *recoveryStats) causes() []string {
 	return out
 }
 
-// corruption logs what recovery found wrong with one segment: a warning
-// for a log opened on its own, a debug line under a Manager, which sums
-// up all its logs in one line.
-func (l *Log) corruption(msg string, attrs ...any) {
-	level := slog.LevelWarn
-	if l.summarized {
-		level = slog.LevelDebug
-	}
-	l.logger.Log(context.Background(), level, msg, attrs...)
-}
-
 // parseOffsetName parses "%020d<suffix>".
 func parseOffsetName(name, suffix string) (int64, bool) {
 	stem, ok := strings.CutSuffix(name, suffix)
@@ -79,11 +68,67 @@ func parseOffsetName(name, suffix string) (int64, bool) {
 	return n, err == nil && n >= 0
 }
 
-// load opens the segments in l.dir and recovers them. Nothing else has the
-// log yet, so no locks are needed.
+// load opens the segments in l.dir and recovers them (see logLoader).
+// Nothing else has the log yet, so no locks are needed.
 func (l *Log) load(opts LogOptions) error {
 	start := time.Now()
-	cfg := l.cfg.Load()
+	ld := &logLoader{log: l, opts: opts, cfg: l.cfg.Load(), stats: &l.recovery}
+	if err := ld.listDir(); err != nil {
+		return err
+	}
+	if err := ld.openSegments(); err != nil {
+		return err
+	}
+	if err := ld.recoverSegments(); err != nil {
+		return err
+	}
+	if err := ld.settleSegments(); err != nil {
+		return err
+	}
+	if err := ld.setBounds(); err != nil {
+		return err
+	}
+	ld.report(time.Since(start))
+	return nil
+}
+
+// logLoader is one opening of a log, Kafka's LogLoader: it lists the
+// directory, opens the segments, recovers those not known to be flushed,
+// and sets the log's bounds. It works on its log before the log is shared.
+type logLoader struct {
+	log   *Log
+	opts  LogOptions
+	cfg   *Config
+	stats *recoveryStats
+	// names is the directory's listing, after interrupted swaps were
+	// finished or rolled back; swapped are the base offsets of the segments
+	// those swaps put in.
+	names   []string
+	swapped map[int64]bool
+	bases   []int64 // of the .log files, ascending
+	// firstToRecover is the index of the first segment recovery checks;
+	// rebuild[i] says segment i's indexes must be rebuilt, recovered[i]
+	// that segment i was checked.
+	firstToRecover     int
+	rebuild, recovered []bool
+}
+
+// corruption logs what recovery found wrong with one segment: a warning
+// for a log opened on its own, a debug line under a Manager, which sums
+// up all its logs in one line.
+func (ld *logLoader) corruption(msg string, attrs ...any) {
+	level := slog.LevelWarn
+	if ld.log.summarized {
+		level = slog.LevelDebug
+	}
+	ld.log.logger.Log(context.Background(), level, msg, attrs...)
+}
+
+// listDir lists the directory: it finishes the swaps of an interrupted
+// cleaning, removes leftovers, finds the segments and snapshots, and reads
+// the leader-epoch checkpoint.
+func (ld *logLoader) listDir() error {
+	l := ld.log
 	names, err := l.fs.List(l.dir)
 	if err != nil {
 		return err
@@ -95,8 +140,8 @@ func (l *Log) load(opts LogOptions) error {
 	if dirChanged {
 		l.unflushedDir.Store(true)
 	}
+	ld.names, ld.swapped = names, swapped
 	present := map[string]bool{}
-	var bases []int64
 	for _, name := range names {
 		path := filepath.Join(l.dir, name)
 		switch {
@@ -108,7 +153,7 @@ func (l *Log) load(opts LogOptions) error {
 			continue
 		case strings.HasSuffix(name, logSuffix):
 			if b, ok := parseOffsetName(name, logSuffix); ok {
-				bases = append(bases, b)
+				ld.bases = append(ld.bases, b)
 			}
 		case strings.HasSuffix(name, snapshotSuffix):
 			if o, ok := parseOffsetName(name, snapshotSuffix); ok {
@@ -117,7 +162,7 @@ func (l *Log) load(opts LogOptions) error {
 		}
 		present[name] = true
 	}
-	slices.Sort(bases)
+	slices.Sort(ld.bases)
 	slices.Sort(l.snapshots.mu.offsets)
 	// Indexes without a log are orphans of a deletion (Kafka removes them).
 	for _, name := range names {
@@ -138,46 +183,58 @@ func (l *Log) load(opts LogOptions) error {
 			return err
 		}
 	}
+	return nil
+}
 
+// openSegments opens the segments listDir found, or creates the first one
+// of an empty log.
+func (ld *logLoader) openSegments() error {
+	l, bases, opts := ld.log, ld.bases, ld.opts
 	// Without a clean shutdown, the segment holding the recovery point and
 	// every later one hold data that was not flushed: recovery checks them.
 	// The segments before it, and every segment after a clean shutdown, are
 	// trusted.
-	firstToRecover := len(bases)
+	ld.firstToRecover = len(bases)
 	if !opts.CleanShutdown {
-		firstToRecover = max(sort.Search(len(bases), func(i int) bool { return bases[i] > opts.RecoveryPoint })-1, 0)
+		ld.firstToRecover = max(sort.Search(len(bases), func(i int) bool { return bases[i] > opts.RecoveryPoint })-1, 0)
 	}
-	stats := &l.recovery
 	now := l.now()
-	rebuild := make([]bool, len(bases))
+	ld.rebuild = make([]bool, len(bases))
 	for i, base := range bases {
-		s, err := openSegment(l.fs, l.dir, base, cfg, now, i < firstToRecover)
+		s, err := openSegment(l.fs, l.dir, base, ld.cfg, now, i < ld.firstToRecover)
 		if errors.Is(err, errCorruptIndex) {
-			l.corruption("rebuilding index", "segment", base, "reason", err)
-			stats.corruptIndex = true
-			rebuild[i] = true
+			ld.corruption("rebuilding index", "segment", base, "reason", err)
+			ld.stats.corruptIndex = true
+			ld.rebuild[i] = true
 		} else if err != nil {
 			return err
 		}
-		rebuild[i] = rebuild[i] || swapped[base]
+		ld.rebuild[i] = ld.rebuild[i] || ld.swapped[base]
 		l.segments = append(l.segments, s)
 	}
 	if len(l.segments) == 0 {
-		s, err := createSegment(l.fs, l.dir, max(opts.LogStartOffset, 0), cfg, now)
+		s, err := createSegment(l.fs, l.dir, max(opts.LogStartOffset, 0), ld.cfg, now)
 		if err != nil {
 			return err
 		}
 		l.segments = []*segment{s}
-		rebuild = []bool{false}
-		firstToRecover = 1
+		ld.rebuild = []bool{false}
+		ld.firstToRecover = 1
 		l.unflushedDir.Store(true)
 	}
+	return nil
+}
 
-	recovered := make([]bool, len(l.segments))
+// recoverSegments recovers the segments from firstToRecover on, and any
+// whose index must be rebuilt; everything after a corrupt batch or a lost
+// segment tail is dropped.
+func (ld *logLoader) recoverSegments() error {
+	l, stats := ld.log, ld.stats
+	ld.recovered = make([]bool, len(l.segments))
 	for i := 0; i < len(l.segments); i++ {
 		s := l.segments[i]
 		last := i == len(l.segments)-1
-		if i < firstToRecover && !rebuild[i] {
+		if i < ld.firstToRecover && !ld.rebuild[i] {
 			if !last {
 				continue
 			}
@@ -187,20 +244,20 @@ func (l *Log) load(opts LogOptions) error {
 			if err := s.loadEnd(); err == nil {
 				break
 			}
-			l.corruption("active segment unreadable despite clean shutdown; recovering", "segment", s.baseOffset)
+			ld.corruption("active segment unreadable despite clean shutdown; recovering", "segment", s.baseOffset)
 			stats.unreadableActive = true
-			rebuild[i] = true
+			ld.rebuild[i] = true
 		}
 		rebuiltBefore := stats.indexesRebuilt
-		bad, err := l.recoverSegment(s, stats, rebuild[i])
+		bad, err := ld.recoverSegment(s, ld.rebuild[i])
 		if err != nil {
 			return err
 		}
-		recovered[i] = true
-		rebuild[i] = stats.indexesRebuilt > rebuiltBefore
+		ld.recovered[i] = true
+		ld.rebuild[i] = stats.indexesRebuilt > rebuiltBefore
 		if !bad && !last {
-			if why := l.checkBoundary(s, l.segments[i+1]); why != "" {
-				l.corruption("dropping segments after a lost segment tail", "segment", s.baseOffset,
+			if why := checkBoundary(s, l.segments[i+1]); why != "" {
+				ld.corruption("dropping segments after a lost segment tail", "segment", s.baseOffset,
 					"next_segment", l.segments[i+1].baseOffset, "reason", why)
 				stats.lostSegments = true
 				bad = true
@@ -219,14 +276,20 @@ func (l *Log) load(opts LogOptions) error {
 				}
 			}
 			l.segments = l.segments[:i+1]
-			recovered = recovered[:i+1]
+			ld.recovered = ld.recovered[:i+1]
 			l.unflushedDir.Store(true)
 		}
 	}
+	return nil
+}
 
+// settleSegments makes the last segment the active one, and marks what
+// recovery checked for the next flush.
+func (ld *logLoader) settleSegments() error {
+	l := ld.log
 	active := l.segments[len(l.segments)-1]
 	for i, s := range l.segments {
-		if recovered[i] && s != active {
+		if ld.recovered[i] && s != active {
 			if err := s.becomeInactive(); err != nil {
 				return err
 			}
@@ -240,23 +303,30 @@ func (l *Log) load(opts LogOptions) error {
 	// cleaning, rare both) and the removal of dropped segments are made
 	// durable now: a flush would not reach them below the recovery point.
 	for i, s := range l.segments {
-		if recovered[i] {
+		if ld.recovered[i] {
 			s.dirtyLog.Store(true)
 			s.dirtyIndex.Store(s != active)
-			if rebuild[i] {
+			if ld.rebuild[i] {
 				if err := s.flush(s == active); err != nil {
 					return err
 				}
 			}
 		}
 	}
-	if stats.segmentsDropped > 0 {
+	if ld.stats.segmentsDropped > 0 {
 		if err := vfs.SyncDir(l.fs, l.dir); err != nil {
 			return err
 		}
 	}
+	return nil
+}
 
-	leo := active.nextOffset
+// setBounds sets the log's start and end offsets and recovery point from
+// its segments and the checkpoints, and fits the epoch cache, the
+// snapshots and the aborted-transaction index to them.
+func (ld *logLoader) setBounds() error {
+	l, opts := ld.log, ld.opts
+	leo := l.segments[len(l.segments)-1].nextOffset
 	logStart := max(opts.LogStartOffset, l.segments[0].baseOffset)
 	l.logEndOffset.Store(leo)
 	l.logStartOffset.Store(min(logStart, leo))
@@ -288,20 +358,26 @@ func (l *Log) load(opts LogOptions) error {
 	// from the log (TxnIndexSuspectFrom). Those of the segments before are
 	// as durable as the segments (Flush syncs them).
 	l.txns.suspectFrom = leo
-	stats.recoveredFrom = -1
+	ld.stats.recoveredFrom = -1
 	for i, s := range l.segments {
-		if recovered[i] {
+		if ld.recovered[i] {
 			l.txns.suspectFrom = s.baseOffset
-			stats.recoveredFrom = s.baseOffset
+			ld.stats.recoveredFrom = s.baseOffset
 			break
 		}
 	}
-	if err := l.txns.load(names, l.logStartOffset.Load(), l.logEndOffset.Load(), l.corruption); err != nil {
+	if err := l.txns.load(ld.names, l.logStartOffset.Load(), l.logEndOffset.Load(), ld.corruption); err != nil {
 		return fmt.Errorf("loading transaction indexes: %w", err)
 	}
+	return nil
+}
 
-	attrs := []any{"segments", len(l.segments), "log_start_offset", l.logStartOffset.Load(), "log_end_offset", leo,
-		"clean_shutdown", opts.CleanShutdown, "duration", time.Since(start).Round(time.Microsecond)}
+// report logs the opening: a debug line, or a line of what recovery did.
+func (ld *logLoader) report(took time.Duration) {
+	l, opts, stats := ld.log, ld.opts, ld.stats
+	attrs := []any{"segments", len(l.segments), "log_start_offset", l.logStartOffset.Load(),
+		"log_end_offset", l.logEndOffset.Load(), "clean_shutdown", opts.CleanShutdown,
+		"duration", took.Round(time.Microsecond)}
 	if !opts.CleanShutdown {
 		// Where recovery started: the checkpointed recovery point, and the
 		// base offset of the segment holding it, which was the first one
@@ -320,7 +396,6 @@ func (l *Log) load(opts LogOptions) error {
 	} else {
 		l.logger.Debug("loaded log", attrs...)
 	}
-	return nil
 }
 
 // checkBoundary checks that next, the segment after the recovered segment
@@ -331,7 +406,7 @@ func (l *Log) load(opts LogOptions) error {
 // power loss kept later data but not s's tail, at a batch boundary): the
 // later segments must go, or the log would skip offsets. It returns why, or
 // "".
-func (l *Log) checkBoundary(s, next *segment) string {
+func checkBoundary(s, next *segment) string {
 	switch {
 	case next.baseOffset < s.nextOffset:
 		return fmt.Sprintf("segment %d overlaps its predecessor, which ends at %d", next.baseOffset, s.nextOffset)
@@ -399,8 +474,8 @@ const recoveryWindow = 1 << 20
 // batch, so what it covers reached the file before it did; a crash that
 // kept the entry kept the batches. An empty log reads nothing. An index
 // that disagrees with its log is rebuilt from the start of the segment.
-func (l *Log) recoverSegment(s *segment, stats *recoveryStats, full bool) (bad bool, err error) {
-	cfg := l.cfg.Load()
+func (ld *logLoader) recoverSegment(s *segment, full bool) (bad bool, err error) {
+	cfg, stats := ld.cfg, ld.stats
 	size := s.size.Load()
 	s.becomeActive() // takes the entries of what it scans
 	// Whatever recovery keeps of the indexes came from the page cache: the
@@ -416,7 +491,7 @@ func (l *Log) recoverSegment(s *segment, stats *recoveryStats, full bool) (bad b
 		var garbled error
 		pos, expectLast, garbled = s.resumePoint(size)
 		if garbled != nil {
-			l.corruption("rebuilding index", "segment", s.baseOffset, "reason", garbled)
+			ld.corruption("rebuilding index", "segment", s.baseOffset, "reason", garbled)
 			stats.corruptIndex = true
 			full = true
 		}
@@ -469,10 +544,10 @@ func (l *Log) recoverSegment(s *segment, stats *recoveryStats, full bool) (bad b
 				// damage). Check the whole segment.
 				stats.bytesScanned += pos - resumed
 				if errors.Is(err, errCorruptIndex) {
-					l.corruption("rebuilding index", "segment", s.baseOffset, "reason", err)
+					ld.corruption("rebuilding index", "segment", s.baseOffset, "reason", err)
 					stats.corruptIndex = true
 				}
-				return l.recoverSegment(s, stats, true)
+				return ld.recoverSegment(s, true)
 			}
 			why = err
 			break
@@ -483,7 +558,7 @@ func (l *Log) recoverSegment(s *segment, stats *recoveryStats, full bool) (bad b
 	}
 	stats.bytesScanned += pos - resumed
 	if pos < size {
-		l.corruption("truncating corrupt or torn segment tail", "segment", s.baseOffset, "offset", prevLast+1,
+		ld.corruption("truncating corrupt or torn segment tail", "segment", s.baseOffset, "offset", prevLast+1,
 			"valid_bytes", pos, "truncated_bytes", size-pos, "reason", why)
 		if err := s.log.Truncate(pos); err != nil {
 			return false, err
