@@ -37,7 +37,8 @@
 //   - Replay(batch, now) applies one committed batch of the partition, in
 //     offset order, while loading. An error fails the load.
 //   - An event (a request, acquired with Runtime.Acquire; a due deadline;
-//     a completed write) is given the time Shard.Now. Its effects are
+//     a completed write; the end of the load) is first given its time
+//     with SetTime, also Shard.Now. Its effects are
 //     data: Writes, taken with TakeWrites when the event ends and appended
 //     in order, and deadlines in the Machine's Timers, read with Deadlines.
 //   - A Write's Done runs, with the mutex held and in log order, once its

@@ -17,6 +17,9 @@ type Machine interface {
 	// Replay applies one committed batch while loading, in offset order;
 	// now is the time the load started. An error fails the load.
 	Replay(batch []byte, now time.Time) error
+	// SetTime gives the time of the event about to run: a request
+	// (Acquire), a due deadline, a completed write, the end of the load.
+	SetTime(now time.Time)
 	// TakeWrites returns the writes queued since the last call, in order,
 	// and forgets them.
 	TakeWrites() []Write
@@ -128,25 +131,33 @@ func (r *Runtime[M]) Close() {
 }
 
 // Acquire locks the Active shard of partition for one event, which must
-// end with Shard.Release. Otherwise it returns the error Kafka answers:
-// kerr.CoordinatorNotAvailable once closed, kerr.NotCoordinator for a
-// partition not served here, kerr.CoordinatorLoadInProgress while it
-// loads.
+// end with Shard.Release. Otherwise it returns the error Kafka answers
+// (Shard, Shard.Acquire).
 func (r *Runtime[M]) Acquire(partition int32) (*Shard[M], error) {
-	r.mu.RLock()
-	closed := r.closed
-	s := r.shards[partition]
-	r.mu.RUnlock()
-	switch {
-	case closed:
-		return nil, kerr.CoordinatorNotAvailable
-	case s == nil:
-		return nil, kerr.NotCoordinator
+	s, err := r.Shard(partition)
+	if err != nil {
+		return nil, err
 	}
 	if err := s.Acquire(); err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// Shard returns partition's shard, loaded or loading, without locking it;
+// or kerr.CoordinatorNotAvailable once the runtime is closed,
+// kerr.NotCoordinator for a partition not served here.
+func (r *Runtime[M]) Shard(partition int32) (*Shard[M], error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	switch s := r.shards[partition]; {
+	case r.closed:
+		return nil, kerr.CoordinatorNotAvailable
+	case s == nil:
+		return nil, kerr.NotCoordinator
+	default:
+		return s, nil
+	}
 }
 
 // Shards returns the shards loaded or loading here, in partition order,
@@ -161,12 +172,4 @@ func (r *Runtime[M]) Shards() ([]*Shard[M], bool) {
 	r.mu.RUnlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].partition < out[j].partition })
 	return out, closed
-}
-
-// Shard returns partition's shard, nil if none; for tests and tools that
-// wait for a load (Shard.Loaded).
-func (r *Runtime[M]) Shard(partition int32) *Shard[M] {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.shards[partition]
 }

@@ -72,6 +72,8 @@ func (m *kvMachine) Replay(batch []byte, _ time.Time) error {
 	})
 }
 
+func (m *kvMachine) SetTime(time.Time) {}
+
 func (m *kvMachine) TakeWrites() []Write { w := m.out; m.out = nil; return w }
 
 func (m *kvMachine) Deadlines() *Timers { return m.timers }
@@ -103,10 +105,19 @@ func loadAndWait(t *testing.T, rt *Runtime[*kvMachine], p int32, log Partition) 
 	t.Helper()
 	rt.Load(p, 1, log)
 	select {
-	case <-rt.Shard(p).Loaded():
+	case <-mustShard(t, rt, p).Loaded():
 	case <-time.After(5 * time.Second):
 		t.Fatal("partition did not load")
 	}
+}
+
+func mustShard(t *testing.T, rt *Runtime[*kvMachine], p int32) *Shard[*kvMachine] {
+	t.Helper()
+	s, err := rt.Shard(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 func TestRuntimeStatusErrors(t *testing.T) {
@@ -120,7 +131,7 @@ func TestRuntimeStatusErrors(t *testing.T) {
 		t.Fatalf("loading: %v, want COORDINATOR_LOAD_IN_PROGRESS", err)
 	}
 	close(gate.release)
-	<-rt.Shard(0).Loaded()
+	<-mustShard(t, rt, 0).Loaded()
 	s, err := rt.Acquire(0)
 	if err != nil {
 		t.Fatalf("loaded: %v", err)

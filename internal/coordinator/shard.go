@@ -72,7 +72,7 @@ func (s *Shard[M]) Acquire() error {
 	s.mu.Lock()
 	switch s.status {
 	case Active:
-		s.now = s.rt.opts.Clock.Now()
+		s.setNow()
 		return nil
 	case Loading:
 		s.mu.Unlock()
@@ -108,6 +108,12 @@ func (s *Shard[M]) Append(w Write) {
 // mutex held (or not). fn takes the mutex, if it needs it, with Acquire.
 func (s *Shard[M]) Go(fn func(ctx context.Context)) {
 	go fn(s.ctx)
+}
+
+// setNow fixes the time of the event about to run.
+func (s *Shard[M]) setNow() {
+	s.now = s.rt.opts.Clock.Now()
+	s.machine.SetTime(s.now)
 }
 
 func (s *Shard[M]) takeWrites() {
@@ -164,7 +170,7 @@ func (s *Shard[M]) load() {
 	}
 	s.machine = m
 	s.status = Active
-	s.now = s.rt.opts.Clock.Now()
+	s.setNow()
 	if s.rt.opts.Loaded != nil {
 		s.rt.opts.Loaded(s)
 	}
@@ -249,7 +255,7 @@ func (s *Shard[M]) writeOnce() bool {
 	if s.status != Active {
 		err = ErrUnloaded
 	} else {
-		s.now = s.rt.opts.Clock.Now()
+		s.setNow()
 	}
 	if err != nil && !errors.Is(err, ErrUnloaded) {
 		s.Logger().Warn("appending "+s.rt.opts.Name+" records failed", "records", len(records), "err", err)
@@ -298,7 +304,7 @@ func (s *Shard[M]) fire(seq uint64) {
 		return
 	}
 	s.armed = nil
-	s.now = s.rt.opts.Clock.Now()
+	s.setNow()
 	s.machine.Deadlines().RunDue(s.now)
 	s.Release()
 }

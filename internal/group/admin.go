@@ -12,7 +12,7 @@ import (
 
 // deleteGroupLocked removes a group and the deadlines that belong to it,
 // so none of them can act on a later group of the same id.
-func (s *shard) deleteGroupLocked(id string) {
+func (s *state) deleteGroupLocked(id string) {
 	grp := s.groups[id]
 	if grp == nil {
 		return
@@ -36,7 +36,7 @@ func (s *shard) deleteGroupLocked(id string) {
 
 // listGroups appends the shard's groups that pass the filters (Kafka's
 // GroupMetadataManager.listGroups; both filters are case-insensitive).
-func (s *shard) listGroups(states, types map[string]bool, out []kmsg.ListGroupsResponseGroup) []kmsg.ListGroupsResponseGroup {
+func (s *state) listGroups(states, types map[string]bool, out []kmsg.ListGroupsResponseGroup) []kmsg.ListGroupsResponseGroup {
 	for _, id := range sortedKeys(s.groups) {
 		grp := s.groups[id]
 		if len(states) > 0 && !states[strings.ToLower(grp.stateName())] {
@@ -62,7 +62,7 @@ func (s *shard) listGroups(states, types map[string]bool, out []kmsg.ListGroupsR
 // describeGroup describes a classic group (Kafka's describeGroups): a
 // group that does not exist, or is not classic, is Dead, with
 // GROUP_ID_NOT_FOUND from v6.
-func (s *shard) describeGroup(id string, version int16) kmsg.DescribeGroupsResponseGroup {
+func (s *state) describeGroup(id string, version int16) kmsg.DescribeGroupsResponseGroup {
 	d := kmsg.NewDescribeGroupsResponseGroup()
 	d.Group = id
 	g := s.classicGroup(id)
@@ -105,7 +105,7 @@ func (s *shard) describeGroup(id string, version int16) kmsg.DescribeGroupsRespo
 
 // describeConsumerGroup describes a KIP-848 group (Kafka's
 // consumerGroupDescribe).
-func (s *shard) describeConsumerGroup(id string) kmsg.ConsumerGroupDescribeResponseGroup {
+func (s *state) describeConsumerGroup(id string) kmsg.ConsumerGroupDescribeResponseGroup {
 	d := kmsg.NewConsumerGroupDescribeResponseGroup()
 	d.Group = id
 	grp := s.groups[id]
@@ -122,7 +122,7 @@ func (s *shard) describeConsumerGroup(id string) kmsg.ConsumerGroupDescribeRespo
 	d.State = g.state().String()
 	d.Epoch = g.groupEpoch
 	d.AssignmentEpoch = g.assignmentEpoch
-	d.AssignorName = g.preferredAssignor(s.c.cfg.ConsumerAssignors[0])
+	d.AssignorName = g.preferredAssignor(s.cfg.ConsumerAssignors[0])
 	d.Members = []kmsg.ConsumerGroupDescribeResponseGroupMember{}
 	for _, mid := range sortedKeys(g.members) {
 		m := g.members[mid]
@@ -149,7 +149,7 @@ func (s *shard) describeConsumerGroup(id string) kmsg.ConsumerGroupDescribeRespo
 // GroupCoordinatorShard.deleteGroups): an empty group's offsets and the
 // group itself are tombstoned. results[i] answers ids[i]; they are final
 // once the records are committed.
-func (s *shard) deleteGroups(ids []string, results []*kmsg.DeleteGroupsResponseGroup, reply chan struct{}) result {
+func (s *state) deleteGroups(ids []string, results []*kmsg.DeleteGroupsResponseGroup, reply chan struct{}) result {
 	var (
 		records []kv
 		deleted = make(map[string]*group)
@@ -268,10 +268,11 @@ type CommittedOffset struct {
 // with its committed offsets, in group id order. Partitions still loading
 // are left out.
 func (c *Coordinator) GroupOffsets() []GroupOffsets {
-	shards, _ := c.allShards()
+	shards, _ := c.rt.Shards()
 	var out []GroupOffsets
-	for _, s := range shards {
-		if s.lockEvent() != 0 {
+	for _, sh := range shards {
+		s, code := lockEvent(sh)
+		if code != 0 {
 			continue
 		}
 		for _, id := range sortedKeys(s.groups) {
@@ -308,10 +309,11 @@ func (c *Coordinator) DeleteTopicOffsets(ctx context.Context, topics []string) {
 	for _, t := range topics {
 		deleted[t] = true
 	}
-	shards, _ := c.allShards()
+	shards, _ := c.rt.Shards()
 	var replies []chan struct{}
-	for _, s := range shards {
-		if s.lockEvent() != 0 {
+	for _, sh := range shards {
+		s, code := lockEvent(sh)
+		if code != 0 {
 			continue
 		}
 		reply := make(chan struct{})
@@ -328,7 +330,7 @@ func (c *Coordinator) DeleteTopicOffsets(ctx context.Context, topics []string) {
 	}
 }
 
-func (s *shard) deleteTopicOffsets(deleted map[string]bool, reply chan struct{}) result {
+func (s *state) deleteTopicOffsets(deleted map[string]bool, reply chan struct{}) result {
 	var (
 		records []kv
 		removed []struct {

@@ -141,7 +141,7 @@ func (c *Coordinator) LeaveGroup(ctx context.Context, req *kmsg.LeaveGroupReques
 
 // consumerLeaveViaClassic removes KIP-848 members named in a LeaveGroup
 // (Kafka's classicGroupLeaveToConsumerGroup), as the admin client does.
-func (s *shard) consumerLeaveViaClassic(g *consumerGroup, members []kmsg.LeaveGroupRequestMember, resp *kmsg.LeaveGroupResponse) result {
+func (s *state) consumerLeaveViaClassic(g *consumerGroup, members []kmsg.LeaveGroupRequestMember, resp *kmsg.LeaveGroupResponse) result {
 	var leaving []*consumerMember
 	for _, rm := range members {
 		mr := kmsg.LeaveGroupResponseMember{MemberID: rm.MemberID, InstanceID: rm.InstanceID}
@@ -205,7 +205,7 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRe
 		}
 		return resp, entries
 	}
-	return commitOffsets(ctx, c, req.Group, build, func(s *shard, resp *kmsg.OffsetCommitResponse, entries []commitEntry, reply chan *kmsg.OffsetCommitResponse) result {
+	return commitOffsets(ctx, c, req.Group, build, func(s *state, resp *kmsg.OffsetCommitResponse, entries []commitEntry, reply chan *kmsg.OffsetCommitResponse) result {
 		return s.offsetCommit(req, resp, entries, reply)
 	})
 }
@@ -324,7 +324,7 @@ func (c *Coordinator) OffsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRe
 // as in Kafka. It never blocks.
 func (c *Coordinator) ListGroups(req *kmsg.ListGroupsRequest) *kmsg.ListGroupsResponse {
 	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
-	shards, closed := c.allShards()
+	shards, closed := c.rt.Shards()
 	if closed {
 		resp.ErrorCode = codeCoordinatorNotAvailable
 		return resp
@@ -338,8 +338,8 @@ func (c *Coordinator) ListGroups(req *kmsg.ListGroupsRequest) *kmsg.ListGroupsRe
 		types[strings.ToLower(strings.TrimSpace(t))] = true
 	}
 	resp.Groups = []kmsg.ListGroupsResponseGroup{}
-	for _, s := range shards {
-		code := s.lockEvent()
+	for _, sh := range shards {
+		s, code := lockEvent(sh)
 		if code == codeLoadInProgress {
 			resp.ErrorCode = code
 			resp.Groups = []kmsg.ListGroupsResponseGroup{}
@@ -384,25 +384,21 @@ func (c *Coordinator) DeleteGroups(ctx context.Context, req *kmsg.DeleteGroupsRe
 	byShard := make(map[*shard][]int)
 	var order []*shard
 	for i, id := range req.Groups {
-		c.mu.RLock()
-		s, closed := c.shards[c.HashPartition(id)], c.closed
-		c.mu.RUnlock()
-		switch {
-		case closed:
-			results[i].ErrorCode = codeCoordinatorNotAvailable
-		case s == nil:
-			results[i].ErrorCode = codeNotCoordinator
-		default:
-			if byShard[s] == nil {
-				order = append(order, s)
-			}
-			byShard[s] = append(byShard[s], i)
+		sh, err := c.rt.Shard(c.HashPartition(id))
+		if err != nil {
+			results[i].ErrorCode = codeOf(err)
+			continue
 		}
+		if byShard[sh] == nil {
+			order = append(order, sh)
+		}
+		byShard[sh] = append(byShard[sh], i)
 	}
 	var replies []chan struct{}
-	for _, s := range order {
-		idx := byShard[s]
-		if code := s.lockEvent(); code != 0 {
+	for _, sh := range order {
+		idx := byShard[sh]
+		s, code := lockEvent(sh)
+		if code != 0 {
 			for _, i := range idx {
 				results[i].ErrorCode = code
 			}

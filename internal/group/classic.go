@@ -584,21 +584,21 @@ func classicHeartbeatKey(group, member string) timerKey {
 	return timerKey{timerClassicHeartbeat, group, member}
 }
 
-func (s *shard) classicGroup(id string) *classicGroup {
+func (s *state) classicGroup(id string) *classicGroup {
 	if g := s.groups[id]; g != nil {
 		return g.classic
 	}
 	return nil
 }
 
-func (s *shard) rescheduleClassicHeartbeat(g *classicGroup, m *classicMember, timeoutMs int32) {
+func (s *state) rescheduleClassicHeartbeat(g *classicGroup, m *classicMember, timeoutMs int32) {
 	gid, mid := g.id, m.id
 	s.timers.schedule(classicHeartbeatKey(gid, mid), s.now.Add(ms(timeoutMs)), func() {
 		s.append(s.expireClassicHeartbeat(gid, mid))
 	})
 }
 
-func (s *shard) expireClassicHeartbeat(groupID, memberID string) result {
+func (s *state) expireClassicHeartbeat(groupID, memberID string) result {
 	g := s.classicGroup(groupID)
 	if g == nil || g.state == classicDead {
 		return result{}
@@ -619,7 +619,7 @@ func (s *shard) expireClassicHeartbeat(groupID, memberID string) result {
 	return s.removeMemberAndUpdateClassicGroup(g, m, "heartbeat expiration")
 }
 
-func (s *shard) removeMemberAndUpdateClassicGroup(g *classicGroup, m *classicMember, reason string) result {
+func (s *state) removeMemberAndUpdateClassicGroup(g *classicGroup, m *classicMember, reason string) result {
 	g.completeJoin(m, joinError(0, kerr.UnknownMemberID.Code, ""))
 	g.remove(m.id)
 	switch {
@@ -631,21 +631,21 @@ func (s *shard) removeMemberAndUpdateClassicGroup(g *classicGroup, m *classicMem
 	return result{}
 }
 
-func (s *shard) maybePrepareRebalanceOrCompleteJoin(g *classicGroup, reason string) result {
+func (s *state) maybePrepareRebalanceOrCompleteJoin(g *classicGroup, reason string) result {
 	if g.canRebalance() {
 		return s.prepareRebalance(g, reason)
 	}
 	return s.maybeCompleteJoinPhase(g)
 }
 
-func (s *shard) prepareRebalance(g *classicGroup, reason string) result {
+func (s *state) prepareRebalance(g *classicGroup, reason string) result {
 	if g.state == classicCompletingRebalance {
 		s.resetAndPropagateAssignmentWithError(g, kerr.RebalanceInProgress.Code)
 	}
 	s.removeSyncExpiration(g)
 	initial := g.state == classicEmpty
 	if initial {
-		delayMs := s.c.cfg.InitialRebalanceDelayMs
+		delayMs := s.cfg.InitialRebalanceDelayMs
 		remainingMs := max(g.rebalanceTimeoutMs()-delayMs, 0)
 		gid := g.id
 		s.timers.schedule(timerKey{timerClassicJoin, gid, ""}, s.now.Add(ms(delayMs)), func() {
@@ -660,7 +660,7 @@ func (s *shard) prepareRebalance(g *classicGroup, reason string) result {
 	return s.maybeCompleteJoinElseSchedule(g)
 }
 
-func (s *shard) maybeCompleteJoinElseSchedule(g *classicGroup) result {
+func (s *state) maybeCompleteJoinElseSchedule(g *classicGroup) result {
 	if g.hasAllMembersJoined() {
 		return s.completeClassicGroupJoin(g)
 	}
@@ -668,7 +668,7 @@ func (s *shard) maybeCompleteJoinElseSchedule(g *classicGroup) result {
 	return result{}
 }
 
-func (s *shard) scheduleCompleteJoin(g *classicGroup) {
+func (s *state) scheduleCompleteJoin(g *classicGroup) {
 	gid := g.id
 	s.timers.schedule(timerKey{timerClassicJoin, gid, ""}, s.now.Add(ms(g.rebalanceTimeoutMs())), func() {
 		if g := s.classicGroup(gid); g != nil {
@@ -677,14 +677,14 @@ func (s *shard) scheduleCompleteJoin(g *classicGroup) {
 	})
 }
 
-func (s *shard) tryCompleteInitialRebalanceElseSchedule(groupID string, delayMs, remainingMs int32) result {
+func (s *state) tryCompleteInitialRebalanceElseSchedule(groupID string, delayMs, remainingMs int32) result {
 	g := s.classicGroup(groupID)
 	if g == nil {
 		return result{}
 	}
 	if g.newMemberAdded && remainingMs != 0 {
 		g.newMemberAdded = false
-		newDelayMs := min(s.c.cfg.InitialRebalanceDelayMs, remainingMs)
+		newDelayMs := min(s.cfg.InitialRebalanceDelayMs, remainingMs)
 		newRemainingMs := max(remainingMs-delayMs, 0)
 		s.timers.schedule(timerKey{timerClassicJoin, groupID, ""}, s.now.Add(ms(newDelayMs)), func() {
 			s.append(s.tryCompleteInitialRebalanceElseSchedule(groupID, newDelayMs, newRemainingMs))
@@ -694,7 +694,7 @@ func (s *shard) tryCompleteInitialRebalanceElseSchedule(groupID string, delayMs,
 	return s.completeClassicGroupJoin(g)
 }
 
-func (s *shard) maybeCompleteJoinPhase(g *classicGroup) result {
+func (s *state) maybeCompleteJoinPhase(g *classicGroup) result {
 	if g.state != classicPreparingRebalance || g.prevState == classicEmpty || !g.hasAllMembersJoined() {
 		return result{}
 	}
@@ -703,7 +703,7 @@ func (s *shard) maybeCompleteJoinPhase(g *classicGroup) result {
 
 // completeClassicGroupJoin ends the join phase: dynamic members that did not
 // rejoin are removed and the next generation starts.
-func (s *shard) completeClassicGroupJoin(g *classicGroup) result {
+func (s *state) completeClassicGroupJoin(g *classicGroup) result {
 	s.timers.cancel(timerKey{timerClassicJoin, g.id, ""})
 	for _, id := range g.sortedMemberIDs() {
 		m := g.members[id]
@@ -750,7 +750,7 @@ func (s *shard) completeClassicGroupJoin(g *classicGroup) result {
 	return result{}
 }
 
-func (s *shard) expirePendingSync(groupID string, generation int32) result {
+func (s *state) expirePendingSync(groupID string, generation int32) result {
 	g := s.classicGroup(groupID)
 	if g == nil || generation != g.generation {
 		return result{}
@@ -769,19 +769,19 @@ func (s *shard) expirePendingSync(groupID string, generation int32) result {
 	return s.prepareRebalance(g, fmt.Sprintf("removing %v on pending sync request expiration", pending))
 }
 
-func (s *shard) removeSyncExpiration(g *classicGroup) {
+func (s *state) removeSyncExpiration(g *classicGroup) {
 	g.pendingSync = make(map[string]struct{})
 	s.timers.cancel(timerKey{timerClassicSync, g.id, ""})
 }
 
-func (s *shard) removePendingSyncMember(g *classicGroup, id string) {
+func (s *state) removePendingSyncMember(g *classicGroup, id string) {
 	delete(g.pendingSync, id)
 	if len(g.pendingSync) == 0 {
 		s.timers.cancel(timerKey{timerClassicSync, g.id, ""})
 	}
 }
 
-func (s *shard) resetAndPropagateAssignmentWithError(g *classicGroup, code int16) {
+func (s *state) resetAndPropagateAssignmentWithError(g *classicGroup, code int16) {
 	if g.state != classicCompletingRebalance {
 		panic(fmt.Sprintf("group: invariant: resetting assignments of group %q in %s", g.id, g.state))
 	}
@@ -791,7 +791,7 @@ func (s *shard) resetAndPropagateAssignmentWithError(g *classicGroup, code int16
 	s.propagateAssignment(g, code)
 }
 
-func (s *shard) setAndPropagateAssignment(g *classicGroup, assignment map[string][]byte) {
+func (s *state) setAndPropagateAssignment(g *classicGroup, assignment map[string][]byte) {
 	if g.state != classicCompletingRebalance {
 		panic(fmt.Sprintf("group: invariant: setting assignments of group %q in %s", g.id, g.state))
 	}
@@ -804,7 +804,7 @@ func (s *shard) setAndPropagateAssignment(g *classicGroup, assignment map[string
 	s.propagateAssignment(g, 0)
 }
 
-func (s *shard) propagateAssignment(g *classicGroup, code int16) {
+func (s *state) propagateAssignment(g *classicGroup, code int16) {
 	for _, id := range g.sortedMemberIDs() {
 		m := g.members[id]
 		r := &kmsg.SyncGroupResponse{ErrorCode: code, MemberAssignment: m.assignment}
@@ -823,22 +823,22 @@ func (s *shard) propagateAssignment(g *classicGroup, code int16) {
 }
 
 // acceptJoiningMember is Kafka's check of group.max.size.
-func (s *shard) acceptJoiningMember(g *classicGroup, memberID string) bool {
+func (s *state) acceptJoiningMember(g *classicGroup, memberID string) bool {
 	switch g.state {
 	case classicEmpty, classicDead:
 		return true
 	case classicPreparingRebalance:
 		m := g.members[memberID]
-		return (m != nil && m.awaitingJoin()) || int32(g.numAwaitingJoin) < s.c.cfg.MaxSize
+		return (m != nil && m.awaitingJoin()) || int32(g.numAwaitingJoin) < s.cfg.MaxSize
 	default:
 		_, ok := g.members[memberID]
-		return ok || int32(len(g.members)) < s.c.cfg.MaxSize
+		return ok || int32(len(g.members)) < s.cfg.MaxSize
 	}
 }
 
 // classicJoin handles a JoinGroup (Kafka's classicGroupJoin). The response
 // goes to reply, now or when the join phase completes.
-func (s *shard) classicJoin(req *kmsg.JoinGroupRequest, client Client, reply chan *kmsg.JoinGroupResponse) result {
+func (s *state) classicJoin(req *kmsg.JoinGroupRequest, client Client, reply chan *kmsg.JoinGroupResponse) result {
 	var res result
 	existing := s.groups[req.Group]
 	if existing != nil && existing.consumer != nil {
@@ -887,7 +887,7 @@ func (s *shard) classicJoin(req *kmsg.JoinGroupRequest, client Client, reply cha
 	return res.and(step)
 }
 
-func (s *shard) classicJoinNewMember(req *kmsg.JoinGroupRequest, client Client, g *classicGroup, reply chan *kmsg.JoinGroupResponse) result {
+func (s *state) classicJoinNewMember(req *kmsg.JoinGroupRequest, client Client, g *classicGroup, reply chan *kmsg.JoinGroupResponse) result {
 	if g.state == classicDead {
 		deliver(reply, joinError(req.Version, codeCoordinatorNotAvailable, ""))
 		return result{}
@@ -918,7 +918,7 @@ func (s *shard) classicJoinNewMember(req *kmsg.JoinGroupRequest, client Client, 
 	return s.addMemberThenRebalanceOrCompleteJoin(req, client, g, newID, reply)
 }
 
-func (s *shard) classicJoinExistingMember(req *kmsg.JoinGroupRequest, client Client, g *classicGroup, reply chan *kmsg.JoinGroupResponse) result {
+func (s *state) classicJoinExistingMember(req *kmsg.JoinGroupRequest, client Client, g *classicGroup, reply chan *kmsg.JoinGroupResponse) result {
 	memberID := req.MemberID
 	fail := func(code int16) result {
 		deliver(reply, joinError(req.Version, code, memberID))
@@ -965,12 +965,12 @@ func (s *shard) classicJoinExistingMember(req *kmsg.JoinGroupRequest, client Cli
 	}
 }
 
-func (s *shard) updateMemberThenRebalanceOrCompleteJoin(req *kmsg.JoinGroupRequest, g *classicGroup, m *classicMember, reply chan *kmsg.JoinGroupResponse) result {
+func (s *state) updateMemberThenRebalanceOrCompleteJoin(req *kmsg.JoinGroupRequest, g *classicGroup, m *classicMember, reply chan *kmsg.JoinGroupResponse) result {
 	g.updateMember(m, requestProtocols(req.Protocols), req.RebalanceTimeoutMillis, req.SessionTimeoutMillis, reply, req.Version)
 	return s.maybePrepareRebalanceOrCompleteJoin(g, "member "+m.id+" rejoined with "+g.state.String())
 }
 
-func (s *shard) addMemberThenRebalanceOrCompleteJoin(req *kmsg.JoinGroupRequest, client Client, g *classicGroup, memberID string, reply chan *kmsg.JoinGroupResponse) result {
+func (s *state) addMemberThenRebalanceOrCompleteJoin(req *kmsg.JoinGroupRequest, client Client, g *classicGroup, memberID string, reply chan *kmsg.JoinGroupResponse) result {
 	m := &classicMember{
 		id:                 memberID,
 		clientID:           client.ID,
@@ -991,11 +991,11 @@ func (s *shard) addMemberThenRebalanceOrCompleteJoin(req *kmsg.JoinGroupRequest,
 	g.add(m, reply, req.Version)
 	// A new member parked in the join phase cannot heartbeat, and a client
 	// that gives up and retries would leave it behind; its join expires.
-	s.rescheduleClassicHeartbeat(g, m, s.c.cfg.NewMemberJoinTimeoutMs)
+	s.rescheduleClassicHeartbeat(g, m, s.cfg.NewMemberJoinTimeoutMs)
 	return s.maybePrepareRebalanceOrCompleteJoin(g, "adding new member "+memberID)
 }
 
-func (s *shard) updateStaticMemberThenRebalanceOrCompleteJoin(req *kmsg.JoinGroupRequest, g *classicGroup, oldID, newID string, reply chan *kmsg.JoinGroupResponse) result {
+func (s *state) updateStaticMemberThenRebalanceOrCompleteJoin(req *kmsg.JoinGroupRequest, g *classicGroup, oldID, newID string, reply chan *kmsg.JoinGroupResponse) result {
 	instanceID := *req.InstanceID
 	currentLeader := g.leader
 	m := g.replaceStaticMember(instanceID, oldID, newID)
@@ -1054,7 +1054,7 @@ func (s *shard) updateStaticMemberThenRebalanceOrCompleteJoin(req *kmsg.JoinGrou
 }
 
 // classicSync handles a SyncGroup (Kafka's classicGroupSyncToClassicGroup).
-func (s *shard) classicSync(req *kmsg.SyncGroupRequest, reply chan *kmsg.SyncGroupResponse) result {
+func (s *state) classicSync(req *kmsg.SyncGroupRequest, reply chan *kmsg.SyncGroupResponse) result {
 	fail := func(code int16) result {
 		deliver(reply, &kmsg.SyncGroupResponse{Version: req.Version, ErrorCode: code, MemberAssignment: []byte{}})
 		return result{}
@@ -1122,7 +1122,7 @@ func (s *shard) classicSync(req *kmsg.SyncGroupRequest, reply chan *kmsg.SyncGro
 	return result{}
 }
 
-func (s *shard) validateSyncGroup(g *classicGroup, req *kmsg.SyncGroupRequest) int16 {
+func (s *state) validateSyncGroup(g *classicGroup, req *kmsg.SyncGroupRequest) int16 {
 	if g.state == classicDead {
 		return codeCoordinatorNotAvailable
 	}
@@ -1143,7 +1143,7 @@ func protocolInconsistent(requested *string, current string) bool {
 }
 
 // classicHeartbeat handles a Heartbeat (Kafka's classicGroupHeartbeat).
-func (s *shard) classicHeartbeat(req *kmsg.HeartbeatRequest) int16 {
+func (s *state) classicHeartbeat(req *kmsg.HeartbeatRequest) int16 {
 	grp := s.groups[req.Group]
 	if grp == nil {
 		return kerr.UnknownMemberID.Code
@@ -1182,7 +1182,7 @@ func (s *shard) classicHeartbeat(req *kmsg.HeartbeatRequest) int16 {
 
 // classicLeave handles a LeaveGroup for a classic group (Kafka's
 // classicGroupLeaveToClassicGroup); members are already in v3+ form.
-func (s *shard) classicLeave(g *classicGroup, members []kmsg.LeaveGroupRequestMember, resp *kmsg.LeaveGroupResponse) result {
+func (s *state) classicLeave(g *classicGroup, members []kmsg.LeaveGroupRequestMember, resp *kmsg.LeaveGroupResponse) result {
 	if g.state == classicDead {
 		resp.ErrorCode = codeCoordinatorNotAvailable
 		return result{}
@@ -1227,7 +1227,7 @@ func (s *shard) classicLeave(g *classicGroup, members []kmsg.LeaveGroupRequestMe
 	return result{}
 }
 
-func (s *shard) removeCurrentMemberFromClassicGroup(g *classicGroup, id string) {
+func (s *state) removeCurrentMemberFromClassicGroup(g *classicGroup, id string) {
 	m := g.members[id]
 	s.timers.cancel(classicHeartbeatKey(g.id, id))
 	s.logger().Info("member left the group", "group", g.id, "member", id)

@@ -133,7 +133,7 @@ func TestClassicJoinSyncFlow(t *testing.T) {
 	fSync := h.sync(syncReq(5, g, followers[0], 1, nil))
 	h.eventually("follower sync to park", func() bool {
 		parked := false
-		h.shard(g, func(s *shard) { parked = s.classicGroup(g).members[followers[0]].awaitingSync() })
+		h.shard(g, func(s *state) { parked = s.classicGroup(g).members[followers[0]].awaitingSync() })
 		return parked
 	})
 	if code := h.heartbeat(g, followers[0], 1); code != 0 {
@@ -508,7 +508,11 @@ func TestSystemClock(t *testing.T) {
 	c := NewCoordinator(cfg, Deps{})
 	defer c.Close()
 	c.Load(0, &memPartition{})
-	<-c.shards[0].loaded
+	sh, err := c.rt.Shard(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-sh.Loaded()
 	first := c.JoinGroup(context.Background(), testClient, joinReq(9, "g", ""))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

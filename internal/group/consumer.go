@@ -360,10 +360,10 @@ func (g *consumerGroup) preferredAssignor(def string) string {
 
 // memberSubscribedTopicIDs resolves a member's subscription to topic ids;
 // unknown topics are left out, as Kafka's TopicIds does.
-func (s *shard) memberSubscribedTopicIDs(g *consumerGroup, m *consumerMember) map[topicID]TopicInfo {
+func (s *state) memberSubscribedTopicIDs(g *consumerGroup, m *consumerMember) map[topicID]TopicInfo {
 	out := make(map[topicID]TopicInfo)
 	addName := func(name string) {
-		if info, ok := s.c.topics.TopicByName(name); ok {
+		if info, ok := s.topics.TopicByName(name); ok {
 			out[info.ID] = info
 		}
 	}
@@ -382,7 +382,7 @@ func (s *shard) memberSubscribedTopicIDs(g *consumerGroup, m *consumerMember) ma
 
 // maybeResolveRegexes resolves the group's regular expressions that are new
 // or stale, and forgets those no member uses any more.
-func (s *shard) maybeResolveRegexes(g *consumerGroup) {
+func (s *state) maybeResolveRegexes(g *consumerGroup) {
 	used := make(map[string]bool)
 	for _, m := range g.members {
 		if m.subscribedTopicRegex != "" {
@@ -405,7 +405,7 @@ func (s *shard) maybeResolveRegexes(g *consumerGroup) {
 		// Every topic in the image is a candidate, internal ones included:
 		// Kafka's refreshRegularExpressions matches __consumer_offsets too.
 		topics := make(map[string]struct{})
-		for _, t := range s.c.topics.Topics() {
+		for _, t := range s.topics.Topics() {
 			if compiled.MatchString(t.Name) {
 				topics[t.Name] = struct{}{}
 			}
@@ -423,10 +423,10 @@ func compileSubscriptionRegex(re string) (*regexp.Regexp, error) {
 // computeMetadataHash fingerprints the subscribed topics' ids and partition
 // counts: when it changes, the group epoch is bumped and the target
 // assignment recomputed (Kafka's ModernGroup.computeMetadataHash).
-func (s *shard) computeMetadataHash(g *consumerGroup) uint64 {
+func (s *state) computeMetadataHash(g *consumerGroup) uint64 {
 	h := fnv.New64a()
 	for _, name := range sortedKeys(g.subscribedTopicNames()) {
-		info, ok := s.c.topics.TopicByName(name)
+		info, ok := s.topics.TopicByName(name)
 		if !ok {
 			continue
 		}
@@ -440,7 +440,7 @@ func (s *shard) computeMetadataHash(g *consumerGroup) uint64 {
 // computeTargetAssignment runs the group's assignor over every member,
 // sticky to the previous target, and moves the target epoch to the group
 // epoch (Kafka's TargetAssignmentBuilder).
-func (s *shard) computeTargetAssignment(g *consumerGroup) {
+func (s *state) computeTargetAssignment(g *consumerGroup) {
 	specs := make([]memberSpec, 0, len(g.members))
 	topics := make(map[topicID]int32)
 	for _, id := range sortedKeys(g.members) {
@@ -452,7 +452,7 @@ func (s *shard) computeTargetAssignment(g *consumerGroup) {
 		}
 		specs = append(specs, spec)
 	}
-	assignor := g.preferredAssignor(s.c.cfg.ConsumerAssignors[0])
+	assignor := g.preferredAssignor(s.cfg.ConsumerAssignors[0])
 	var target map[string]partitions
 	if assignor == AssignorRange {
 		target = assignRange(specs, topics, g.target)
@@ -466,7 +466,7 @@ func (s *shard) computeTargetAssignment(g *consumerGroup) {
 // reconcile is Kafka's CurrentAssignmentBuilder: it moves a member towards
 // its target assignment, revoking before assigning and never assigning a
 // partition another member still owns.
-func (s *shard) reconcile(g *consumerGroup, m *consumerMember, targetEpoch int32, target partitions, enforceSubscription bool, owned []kmsg.ConsumerGroupHeartbeatRequestTopic) *consumerMember {
+func (s *state) reconcile(g *consumerGroup, m *consumerMember, targetEpoch int32, target partitions, enforceSubscription bool, owned []kmsg.ConsumerGroupHeartbeatRequestTopic) *consumerMember {
 	switch m.state {
 	case memberStable:
 		if m.memberEpoch != targetEpoch {
@@ -508,7 +508,7 @@ func ownsRevokedPartitions(pending partitions, owned []kmsg.ConsumerGroupHeartbe
 
 // updateCurrentAssignment strips topics the member no longer subscribes to
 // from its assignment, revoking them if it still owns them.
-func (s *shard) updateCurrentAssignment(g *consumerGroup, m *consumerMember, owned []kmsg.ConsumerGroupHeartbeatRequestTopic) *consumerMember {
+func (s *state) updateCurrentAssignment(g *consumerGroup, m *consumerMember, owned []kmsg.ConsumerGroupHeartbeatRequestTopic) *consumerMember {
 	subscribed := s.memberSubscribedTopicIDs(g, m)
 	next := m.clone()
 	removed := false
@@ -535,7 +535,7 @@ func (s *shard) updateCurrentAssignment(g *consumerGroup, m *consumerMember, own
 	return next
 }
 
-func (s *shard) computeNextAssignment(g *consumerGroup, m *consumerMember, targetEpoch int32, target partitions, owned []kmsg.ConsumerGroupHeartbeatRequestTopic) *consumerMember {
+func (s *state) computeNextAssignment(g *consumerGroup, m *consumerMember, targetEpoch int32, target partitions, owned []kmsg.ConsumerGroupHeartbeatRequestTopic) *consumerMember {
 	subscribed := s.memberSubscribedTopicIDs(g, m)
 	hasUnreleased := false
 	newAssigned := make(partitions)
@@ -647,21 +647,21 @@ func consumerRebalanceKey(group, member string) timerKey {
 	return timerKey{timerConsumerRebalance, group, member}
 }
 
-func (s *shard) consumerGroup(id string) *consumerGroup {
+func (s *state) consumerGroup(id string) *consumerGroup {
 	if g := s.groups[id]; g != nil {
 		return g.consumer
 	}
 	return nil
 }
 
-func (s *shard) scheduleConsumerSession(g *consumerGroup, memberID string) {
+func (s *state) scheduleConsumerSession(g *consumerGroup, memberID string) {
 	gid := g.id
-	s.timers.schedule(consumerSessionKey(gid, memberID), s.now.Add(ms(s.c.cfg.ConsumerSessionTimeoutMs)), func() {
+	s.timers.schedule(consumerSessionKey(gid, memberID), s.now.Add(ms(s.cfg.ConsumerSessionTimeoutMs)), func() {
 		s.append(s.consumerGroupFenceMemberOperation(gid, memberID, "the member session expired"))
 	})
 }
 
-func (s *shard) scheduleConsumerRebalanceTimeout(g *consumerGroup, m *consumerMember) {
+func (s *state) scheduleConsumerRebalanceTimeout(g *consumerGroup, m *consumerMember) {
 	gid, mid, epoch, timeout := g.id, m.id, m.memberEpoch, m.rebalanceTimeoutMs
 	s.timers.schedule(consumerRebalanceKey(gid, mid), s.now.Add(ms(timeout)), func() {
 		cg := s.consumerGroup(gid)
@@ -675,12 +675,12 @@ func (s *shard) scheduleConsumerRebalanceTimeout(g *consumerGroup, m *consumerMe
 	})
 }
 
-func (s *shard) cancelConsumerTimers(groupID, memberID string) {
+func (s *state) cancelConsumerTimers(groupID, memberID string) {
 	s.timers.cancel(consumerSessionKey(groupID, memberID))
 	s.timers.cancel(consumerRebalanceKey(groupID, memberID))
 }
 
-func (s *shard) consumerGroupFenceMemberOperation(groupID, memberID, reason string) result {
+func (s *state) consumerGroupFenceMemberOperation(groupID, memberID, reason string) result {
 	g := s.consumerGroup(groupID)
 	if g == nil {
 		return result{}
@@ -696,7 +696,7 @@ func (s *shard) consumerGroupFenceMemberOperation(groupID, memberID, reason stri
 // consumerGroupFenceMember removes a member and bumps the group epoch; the
 // target assignment is recomputed on the next heartbeat. done, if set, runs
 // once the new epoch is persisted.
-func (s *shard) consumerGroupFenceMember(g *consumerGroup, m *consumerMember, done func(err error)) result {
+func (s *state) consumerGroupFenceMember(g *consumerGroup, m *consumerMember, done func(err error)) result {
 	g.removeMember(m.id)
 	g.groupEpoch++
 	s.cancelConsumerTimers(g.id, m.id)
@@ -752,7 +752,7 @@ func (c *Coordinator) validateConsumerGroupHeartbeat(req *kmsg.ConsumerGroupHear
 // validateConsumerGroupHeartbeat (Kafka's
 // GroupMetadataManager.consumerGroupHeartbeat). The response goes to reply,
 // after the new group epoch is persisted when it moved.
-func (s *shard) consumerGroupHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest, client Client, reply chan *kmsg.ConsumerGroupHeartbeatResponse) result {
+func (s *state) consumerGroupHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest, client Client, reply chan *kmsg.ConsumerGroupHeartbeatResponse) result {
 	fail := func(code int16, msg string) result {
 		r := &kmsg.ConsumerGroupHeartbeatResponse{Version: req.Version, ErrorCode: code}
 		if msg != "" {
@@ -787,8 +787,8 @@ func (s *shard) consumerGroupHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest, 
 	default:
 		return fail(kerr.GroupIDNotFound.Code, fmt.Sprintf("Group %s is not a consumer group.", req.Group))
 	}
-	if int32(len(g.members)) >= s.c.cfg.ConsumerMaxSize && (req.MemberID == "" || g.members[req.MemberID] == nil) {
-		return fail(kerr.GroupMaxSizeReached.Code, fmt.Sprintf("The consumer group has reached its maximum capacity of %d members.", s.c.cfg.ConsumerMaxSize))
+	if int32(len(g.members)) >= s.cfg.ConsumerMaxSize && (req.MemberID == "" || g.members[req.MemberID] == nil) {
+		return fail(kerr.GroupMaxSizeReached.Code, fmt.Sprintf("The consumer group has reached its maximum capacity of %d members.", s.cfg.ConsumerMaxSize))
 	}
 
 	// Get or create the member.
@@ -918,7 +918,7 @@ func (s *shard) consumerGroupHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest, 
 		Version:                 req.Version,
 		MemberID:                kmsg.StringPtr(final.id),
 		MemberEpoch:             final.memberEpoch,
-		HeartbeatIntervalMillis: s.c.cfg.ConsumerHeartbeatIntervalMs,
+		HeartbeatIntervalMillis: s.cfg.ConsumerHeartbeatIntervalMs,
 	}
 	full := req.RebalanceTimeoutMillis != -1 && (req.SubscribedTopicNames != nil || req.SubscribedTopicRegex != nil) && req.Topics != nil
 	if req.MemberEpoch == 0 || full || !final.assigned.equal(member.assigned) {
@@ -940,7 +940,7 @@ func (s *shard) consumerGroupHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest, 
 
 // consumerGroupLeave handles a heartbeat with epoch -1 (leave) or -2 (a
 // static member leaving for now).
-func (s *shard) consumerGroupLeave(req *kmsg.ConsumerGroupHeartbeatRequest, reply chan *kmsg.ConsumerGroupHeartbeatResponse) result {
+func (s *state) consumerGroupLeave(req *kmsg.ConsumerGroupHeartbeatRequest, reply chan *kmsg.ConsumerGroupHeartbeatResponse) result {
 	fail := func(code int16, msg string) result {
 		deliver(reply, &kmsg.ConsumerGroupHeartbeatResponse{Version: req.Version, ErrorCode: code, ErrorMessage: kmsg.StringPtr(msg)})
 		return result{}
@@ -1002,13 +1002,13 @@ func heartbeatAssignment(ps partitions) *kmsg.ConsumerGroupHeartbeatResponseAssi
 
 // describeAssignment is a member's partitions as ConsumerGroupDescribe
 // shows them, with topic names where the topic still exists.
-func (s *shard) describeAssignment(ps partitions) kmsg.Assignment {
+func (s *state) describeAssignment(ps partitions) kmsg.Assignment {
 	a := kmsg.NewAssignment()
 	a.TopicPartitions = []kmsg.AssignmentTopicPartition{}
 	for _, t := range sortedTopicIDs(ps) {
 		tp := kmsg.NewAssignmentTopicPartition()
 		tp.TopicID = t
-		if info, ok := s.c.topics.TopicByID(t); ok {
+		if info, ok := s.topics.TopicByID(t); ok {
 			tp.Topic = info.Name
 		}
 		tp.Partitions = ps.sortedPartitions(t)

@@ -116,10 +116,10 @@ func checkExclusive(t *testing.T, members []*simMember) {
 	}
 }
 
-func (h *harness) consumerState(group string) (state string, epoch, assignmentEpoch int32) {
-	h.shard(group, func(s *shard) {
+func (h *harness) consumerState(group string) (groupState string, epoch, assignmentEpoch int32) {
+	h.shard(group, func(s *state) {
 		if g := s.consumerGroup(group); g != nil {
-			state, epoch, assignmentEpoch = g.state().String(), g.groupEpoch, g.assignmentEpoch
+			groupState, epoch, assignmentEpoch = g.state().String(), g.groupEpoch, g.assignmentEpoch
 		}
 	})
 	return

@@ -8,31 +8,11 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-)
 
-// OffsetsPartition is the seam to one __consumer_offsets partition this
-// broker leads. The broker implements it over the partition's replica.
-//
-// Append and ReadBatches are called from one goroutine per loaded partition
-// at a time, never both at once, and never with a lock of this package held.
-type OffsetsPartition interface {
-	// Append appends one record batch built by this package (magic v2,
-	// CRC-32C, producer id -1, no compression; the broker sets the base
-	// offset and leader epoch) and returns once it is committed, with
-	// acks=all semantics, or failed. Errors should wrap the *kerr.Error
-	// a produce would get (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS,
-	// KAFKA_STORAGE_ERROR, ...); they become the coordinator errors Kafka
-	// returns (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, ...). Append
-	// must return when ctx ends. batch is not used after Append returns.
-	Append(ctx context.Context, batch []byte) error
-	// ReadBatches calls fn with each committed batch from offset from (0
-	// means the log start), in offset order, until fn returns false or the
-	// log ends. fn must not keep batch after it returns.
-	ReadBatches(from int64, fn func(batch []byte) bool) error
-}
+	"github.com/strata-io/strata/internal/coordinator"
+)
 
 // TopicInfo describes a topic for the server-side assignors and offset
 // validation.
@@ -75,18 +55,14 @@ type Client struct {
 
 // Coordinator is the group coordinator of one broker. Its methods are safe
 // for concurrent use. Requests for a group go to the shard of the
-// __consumer_offsets partition the group hashes to; a partition not loaded
-// on this broker answers NOT_COORDINATOR, one still loading answers
-// COORDINATOR_LOAD_IN_PROGRESS.
+// __consumer_offsets partition the group hashes to, run by a
+// coordinator.Runtime; a partition not loaded on this broker answers
+// NOT_COORDINATOR, one still loading answers COORDINATOR_LOAD_IN_PROGRESS.
 type Coordinator struct {
 	cfg    Config
-	clock  Clock
 	log    *slog.Logger
 	topics TopicMetadata
-
-	mu     sync.RWMutex
-	shards map[int32]*shard
-	closed bool
+	rt     *coordinator.Runtime[*state]
 }
 
 // NewCoordinator returns a coordinator with no partition loaded. cfg must
@@ -95,24 +71,28 @@ func NewCoordinator(cfg Config, deps Deps) *Coordinator {
 	if err := cfg.Validate(); err != nil {
 		panic(err)
 	}
-	c := &Coordinator{
-		cfg:    cfg,
-		clock:  deps.Clock,
-		log:    deps.Logger,
-		topics: deps.Topics,
-		shards: make(map[int32]*shard),
-	}
-	if c.clock == nil {
-		c.clock = systemClock{}
-	}
+	c := &Coordinator{cfg: cfg, log: deps.Logger, topics: deps.Topics}
 	if c.log == nil {
 		c.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	if c.topics == nil {
 		c.topics = noTopics{}
 	}
+	c.rt = coordinator.New(coordinator.Options[*state]{
+		Name:           "group coordinator",
+		Clock:          deps.Clock,
+		Logger:         c.log,
+		New:            func(partition, _ int32) *state { return c.newState(partition) },
+		Loaded:         func(sh *shard) { sh.Machine().onLoaded() },
+		Unloaded:       func(sh *shard) { sh.Machine().onUnloaded() },
+		MaxAppendBytes: cfg.MaxAppendBytes,
+		AppendTimeout:  ms(cfg.OffsetCommitTimeoutMs),
+	})
 	return c
 }
+
+// shard is one loaded __consumer_offsets partition, as the runtime runs it.
+type shard = coordinator.Shard[*state]
 
 // HashPartition is the __consumer_offsets partition a group id belongs to:
 // Kafka's abs(groupId.hashCode()) % offsets.topic.num.partitions, with
@@ -127,78 +107,56 @@ func (c *Coordinator) HashPartition(groupID string) int32 {
 // groups get COORDINATOR_LOAD_IN_PROGRESS. A shard already loaded for the
 // partition is unloaded first. Load and Unload must be called in the order
 // leadership changes happen.
-func (c *Coordinator) Load(partition int32, p OffsetsPartition) {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return
-	}
-	old := c.shards[partition]
-	s := newShard(c, partition, p)
-	c.shards[partition] = s
-	c.mu.Unlock()
-	if old != nil {
-		old.unload()
-	}
-	go s.load()
+func (c *Coordinator) Load(partition int32, p coordinator.Partition) {
+	c.rt.Load(partition, 0, p)
 }
 
 // Unload stops serving partition, whose leadership this broker lost: its
 // groups are dropped, pending requests are answered NOT_COORDINATOR, and
 // later requests get NOT_COORDINATOR.
-func (c *Coordinator) Unload(partition int32) {
-	c.mu.Lock()
-	s := c.shards[partition]
-	delete(c.shards, partition)
-	c.mu.Unlock()
-	if s != nil {
-		s.unload()
-	}
-}
+func (c *Coordinator) Unload(partition int32) { c.rt.Unload(partition) }
 
 // Close unloads every partition; afterwards every request gets
 // COORDINATOR_NOT_AVAILABLE.
-func (c *Coordinator) Close() {
-	c.mu.Lock()
-	c.closed = true
-	shards := c.shards
-	c.shards = make(map[int32]*shard)
-	c.mu.Unlock()
-	for _, s := range shards {
-		s.unload()
-	}
+func (c *Coordinator) Close() { c.rt.Close() }
+
+// event is a shard acquired for one event: its state, locked, until
+// unlockEvent.
+type event struct {
+	*state
+	sh *shard
 }
+
+// unlockEvent ends the event: the state's records are queued, deadlines
+// armed, and the shard unlocked.
+func (e event) unlockEvent() { e.sh.Release() }
 
 // shardFor locks the shard serving groupID for one event, or returns the
 // error code the request gets.
-func (c *Coordinator) shardFor(groupID string) (*shard, int16) {
-	c.mu.RLock()
-	closed := c.closed
-	s := c.shards[c.HashPartition(groupID)]
-	c.mu.RUnlock()
-	if closed {
-		return nil, codeCoordinatorNotAvailable
+func (c *Coordinator) shardFor(groupID string) (event, int16) {
+	sh, err := c.rt.Acquire(c.HashPartition(groupID))
+	if err != nil {
+		return event{}, codeOf(err)
 	}
-	if s == nil {
-		return nil, codeNotCoordinator
-	}
-	if code := s.lockEvent(); code != 0 {
-		return nil, code
-	}
-	return s, 0
+	return event{sh.Machine(), sh}, 0
 }
 
-// allShards returns the loaded and loading shards in partition order.
-func (c *Coordinator) allShards() ([]*shard, bool) {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	shards := make([]*shard, 0, len(c.shards))
-	for p := int32(0); p < c.cfg.OffsetsTopicNumPartitions; p++ {
-		if s := c.shards[p]; s != nil {
-			shards = append(shards, s)
-		}
+// lockEvent locks sh for one event, or returns the error code a request
+// gets.
+func lockEvent(sh *shard) (event, int16) {
+	if err := sh.Acquire(); err != nil {
+		return event{}, codeOf(err)
 	}
-	return shards, c.closed
+	return event{sh.Machine(), sh}, 0
+}
+
+// codeOf is the code of a runtime's *kerr.Error.
+func codeOf(err error) int16 {
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return ke.Code
+	}
+	return kerr.UnknownServerError.Code
 }
 
 // Error codes used throughout.
@@ -215,7 +173,7 @@ func errCode(err error) int16 {
 	if err == nil {
 		return 0
 	}
-	if errors.Is(err, errUnloaded) || errors.Is(err, context.Canceled) {
+	if errors.Is(err, coordinator.ErrUnloaded) || errors.Is(err, context.Canceled) {
 		return codeNotCoordinator
 	}
 	if errors.Is(err, context.DeadlineExceeded) {

@@ -15,7 +15,9 @@
 // leader of a partition and Unload when it stops being leader. Each loaded
 // partition is a shard: the groups and offsets that hash to it, rebuilt by
 // replaying the partition, plus a write queue and a set of deadlines. Shards
-// are independent; requests to different shards never contend.
+// are independent; requests to different shards never contend. The shared
+// coordinator runtime (internal/coordinator) runs them: status, loading and
+// unloading, replay, the writer, the timer.
 //
 // # Wiring it into the broker
 //
@@ -25,7 +27,7 @@
 //     partitions) and answers COORDINATOR_NOT_AVAILABLE while the partition
 //     has no leader.
 //   - When this broker becomes leader of a __consumer_offsets partition,
-//     call Load with an OffsetsPartition over that replica; when it stops
+//     call Load with a coordinator.Partition over that replica; when it stops
 //     being leader (or the partition goes away), call Unload; on shutdown,
 //     Close. Requests in between get COORDINATOR_LOAD_IN_PROGRESS or
 //     NOT_COORDINATOR, which clients retry.
@@ -39,32 +41,37 @@
 //
 // # State machine and edges
 //
-// The protocol logic (classic.go, consumer.go, offsets.go, admin.go) runs
-// under the shard's mutex and touches no goroutine, socket or clock: it reads
-// the time it is given, and its effects are data — records queued for the
-// partition (shard.queue), deadlines in a keyed timer set (shard.timers), and
-// responses sent on buffered channels the request handler waits on. The
-// edges live in shard.go: one goroutine per shard appends queued records and
-// runs their completions in log order, and one Clock timer armed for the
-// earliest deadline feeds expirations back under the mutex. Tests drive the
-// state machine with a fake Clock and an in-memory partition.
+// The protocol logic (classic.go, consumer.go, offsets.go, admin.go,
+// txn.go) is methods of state (state.go), the coordinator.Machine of one
+// partition. It runs under the shard's mutex and touches no goroutine,
+// socket or clock: it reads the time the runtime gives it (state.now), and
+// its effects are data — records queued for the partition (state.out, taken
+// by the runtime when the event ends), deadlines in a keyed timer set
+// (state.timers), and responses sent on buffered channels the request
+// handler waits on. The edges are the runtime's: one goroutine per shard
+// appends queued records and runs their completions in log order, and one
+// Clock timer armed for the earliest deadline feeds expirations back under
+// the mutex. Tests drive the state machine with a fake Clock and an
+// in-memory partition.
 //
 // # Lock order
 //
-//	Coordinator.mu  →  shard.mu
+//	coordinator.Runtime.mu  →  coordinator.Shard.mu
 //
-// Coordinator.mu guards the shard map and is held only to look a shard up,
-// add or remove one; it is never taken while a shard's mutex is held.
-// shard.mu guards everything inside a shard. Nothing is called with shard.mu
-// held that can block: OffsetsPartition.Append and ReadBatches run without
-// it, responses go to buffered channels, and Clock.AfterFunc must not run its
+// The runtime's mutex guards the shard map and is held only to look a shard
+// up, add or remove one; it is never taken while a shard's mutex is held.
+// The shard's mutex guards everything inside a shard, state included (api.go
+// takes it with shardFor, lockEvent and unlockEvent). Nothing is called with
+// it held that can block: Partition.Append and ReadBatches run without it,
+// responses go to buffered channels, and Clock.AfterFunc must not run its
 // function synchronously.
 //
 // # Persistence
 //
 // Every record this package writes is a key/value pair in a magic v2 record
-// batch (no compression, producer id -1, CRC-32C; the broker assigns offsets
-// and the leader epoch), encoded with kmsg's codecs:
+// batch built by the runtime with record.Build (no compression, producer id
+// -1, CRC-32C; the broker assigns offsets and the leader epoch), encoded
+// with kmsg's codecs:
 //
 //	key                         value                         meaning
 //	OffsetCommitKey v1          OffsetCommitValue v3 (v1 when  a committed offset

@@ -83,7 +83,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 	}
 }
 
-// memPartition is an OffsetsPartition over an in-memory log of real
+// memPartition is a coordinator.Partition over an in-memory log of real
 // encoded batches: Append validates and stores the batch with its offsets
 // assigned, as a leader would.
 type memPartition struct {
@@ -254,11 +254,12 @@ func newHarness(t *testing.T, mod func(*Config), topics ...TopicInfo) *harness {
 func (h *harness) load(p int32, mp *memPartition) {
 	h.t.Helper()
 	h.c.Load(p, mp)
-	h.c.mu.RLock()
-	s := h.c.shards[p]
-	h.c.mu.RUnlock()
+	s, err := h.c.rt.Shard(p)
+	if err != nil {
+		h.t.Fatal(err)
+	}
 	select {
-	case <-s.loaded:
+	case <-s.Loaded():
 	case <-time.After(5 * time.Second):
 		h.t.Fatalf("partition %d did not load", p)
 	}
@@ -270,14 +271,14 @@ func (h *harness) partitionOf(group string) *memPartition {
 }
 
 // shard runs fn with the group's shard locked.
-func (h *harness) shard(group string, fn func(s *shard)) {
+func (h *harness) shard(group string, fn func(s *state)) {
 	h.t.Helper()
-	h.c.mu.RLock()
-	s := h.c.shards[h.c.HashPartition(group)]
-	h.c.mu.RUnlock()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	fn(s)
+	sh, err := h.c.rt.Acquire(h.c.HashPartition(group))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer sh.Release()
+	fn(sh.Machine())
 }
 
 // eventually polls cond until it holds or five seconds pass.
@@ -290,12 +291,13 @@ func (h *harness) eventually(what string, cond func() bool) {
 func (h *harness) idle() {
 	h.t.Helper()
 	h.eventually("writes to drain", func() bool {
-		h.c.mu.RLock()
-		defer h.c.mu.RUnlock()
-		for _, s := range h.c.shards {
-			s.mu.Lock()
-			n := len(s.queue)
-			s.mu.Unlock()
+		shards, _ := h.c.rt.Shards()
+		for _, sh := range shards {
+			if sh.Acquire() != nil {
+				continue
+			}
+			n := sh.Queued()
+			sh.Release()
 			if n > 0 {
 				return false
 			}
@@ -388,7 +390,7 @@ func (h *harness) heartbeat(group, member string, gen int32) int16 {
 // JoinGroup.
 func (h *harness) awaitingJoin(group string) int {
 	n := -1
-	h.shard(group, func(s *shard) {
+	h.shard(group, func(s *state) {
 		if g := s.classicGroup(group); g != nil {
 			n = g.numAwaitingJoin
 		}
@@ -398,7 +400,7 @@ func (h *harness) awaitingJoin(group string) int {
 
 func (h *harness) classicState(group string) string {
 	st := "none"
-	h.shard(group, func(s *shard) {
+	h.shard(group, func(s *state) {
 		if g := s.classicGroup(group); g != nil {
 			st = g.state.String()
 		}

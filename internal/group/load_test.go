@@ -75,7 +75,7 @@ func TestLoadRebuildsGroupsAndOffsets(t *testing.T) {
 	before := h.c.GroupOffsets()
 	describeBefore := h.c.DescribeGroups(&kmsg.DescribeGroupsRequest{Version: 5, Groups: []string{"classic", "static", "emptied"}})
 	var classicGen int32
-	h.shard("classic", func(s *shard) { classicGen = s.classicGroup("classic").generation })
+	h.shard("classic", func(s *state) { classicGen = s.classicGroup("classic").generation })
 
 	n := h.moveTo()
 
@@ -93,7 +93,7 @@ func TestLoadRebuildsGroupsAndOffsets(t *testing.T) {
 	if !reflect.DeepEqual(describeBefore, describeAfter) {
 		t.Fatalf("describe after load:\n got %+v\nwant %+v", describeAfter, describeBefore)
 	}
-	n.shard("classic", func(s *shard) {
+	n.shard("classic", func(s *state) {
 		if g := s.classicGroup("classic"); g.generation != classicGen || g.leader != ids[0] {
 			t.Errorf("classic group generation %d leader %s", g.generation, g.leader)
 		}

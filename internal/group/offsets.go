@@ -32,7 +32,7 @@ type groupOffsets struct {
 	inflight  map[topicPartition]int
 }
 
-func (st *shardState) groupOffsets(groupID string, create bool) *groupOffsets {
+func (st *data) groupOffsets(groupID string, create bool) *groupOffsets {
 	o := st.offsets[groupID]
 	if o == nil && create {
 		o = &groupOffsets{committed: make(map[string]map[int32]offsetAndMetadata), inflight: make(map[topicPartition]int)}
@@ -44,7 +44,7 @@ func (st *shardState) groupOffsets(groupID string, create bool) *groupOffsets {
 // replayOffset applies a committed offset. A commit for a group that does
 // not exist creates a "simple" classic group (Empty, no protocol type), as
 // Kafka does for consumers that commit without joining.
-func (st *shardState) replayOffset(groupID, topic string, partition int32, o offsetAndMetadata, now time.Time) {
+func (st *data) replayOffset(groupID, topic string, partition int32, o offsetAndMetadata, now time.Time) {
 	if st.groups[groupID] == nil {
 		st.groups[groupID] = &group{classic: newClassicGroup(groupID, now)}
 	}
@@ -57,7 +57,7 @@ func (st *shardState) replayOffset(groupID, topic string, partition int32, o off
 	ps[partition] = o
 }
 
-func (st *shardState) removeOffset(groupID, topic string, partition int32) {
+func (st *data) removeOffset(groupID, topic string, partition int32) {
 	g := st.offsets[groupID]
 	if g == nil {
 		return
@@ -73,7 +73,7 @@ func (st *shardState) removeOffset(groupID, topic string, partition int32) {
 	}
 }
 
-func (st *shardState) committedOffset(groupID, topic string, partition int32) (offsetAndMetadata, bool) {
+func (st *data) committedOffset(groupID, topic string, partition int32) (offsetAndMetadata, bool) {
 	g := st.offsets[groupID]
 	if g == nil {
 		return offsetAndMetadata{}, false
@@ -140,7 +140,7 @@ func (c *Coordinator) checkTopics() bool {
 // validateOffsetCommit is Kafka's OffsetMetadataManager.validateOffsetCommit
 // with each group type's validateOffsetCommit. A commit with a negative
 // generation to a group that does not exist creates a simple group.
-func (s *shard) validateOffsetCommit(req *kmsg.OffsetCommitRequest) (*group, int16) {
+func (s *state) validateOffsetCommit(req *kmsg.OffsetCommitRequest) (*group, int16) {
 	grp := s.groups[req.Group]
 	if grp == nil {
 		if req.Generation < 0 {
@@ -201,7 +201,7 @@ func (s *shard) validateOffsetCommit(req *kmsg.OffsetCommitRequest) (*group, int
 // broker-side checks (Kafka's OffsetMetadataManager.commitOffset). resp
 // already holds every partition; entries points at the ones handled here.
 // The response goes to reply once the records are committed.
-func (s *shard) offsetCommit(req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, entries []commitEntry, reply chan *kmsg.OffsetCommitResponse) result {
+func (s *state) offsetCommit(req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, entries []commitEntry, reply chan *kmsg.OffsetCommitResponse) result {
 	grp, code := s.validateOffsetCommit(req)
 	if code != 0 {
 		for _, e := range entries {
@@ -231,7 +231,7 @@ func (s *shard) offsetCommit(req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCom
 	)
 	for _, e := range entries {
 		p := e.partition
-		if p.Metadata != nil && javaLength(*p.Metadata) > int(s.c.cfg.OffsetMetadataMaxBytes) {
+		if p.Metadata != nil && javaLength(*p.Metadata) > int(s.cfg.OffsetMetadataMaxBytes) {
 			*e.code = kerr.OffsetMetadataTooLarge.Code
 			continue
 		}
@@ -292,7 +292,7 @@ func (e commitEntry) errCode() *int16 { return e.code }
 // turns the entries into the shard's records, answered on reply once they
 // are committed; if ctx ends first, a fresh response answers
 // COORDINATOR_NOT_AVAILABLE for every entry.
-func commitOffsets[R any, E interface{ errCode() *int16 }](ctx context.Context, c *Coordinator, group string, build func() (R, []E), write func(s *shard, resp R, entries []E, reply chan R) result) R {
+func commitOffsets[R any, E interface{ errCode() *int16 }](ctx context.Context, c *Coordinator, group string, build func() (R, []E), write func(s *state, resp R, entries []E, reply chan R) result) R {
 	resp, entries := build()
 	if len(entries) == 0 {
 		return resp
@@ -305,7 +305,7 @@ func commitOffsets[R any, E interface{ errCode() *int16 }](ctx context.Context, 
 		return resp
 	}
 	reply := make(chan R, 1)
-	s.append(write(s, resp, entries, reply))
+	s.append(write(s.state, resp, entries, reply))
 	s.unlockEvent()
 	return wait(ctx, reply, func() R {
 		r, es := build()
@@ -319,7 +319,7 @@ func commitOffsets[R any, E interface{ errCode() *int16 }](ctx context.Context, 
 // offsetFetch answers one group of an OffsetFetch (Kafka's fetchOffsets and
 // fetchAllOffsets). Topics named by id (v10) are resolved first; a group
 // that does not exist has no offsets and no error.
-func (s *shard) offsetFetch(rg *kmsg.OffsetFetchRequestGroup, version int16, requireStable bool) kmsg.OffsetFetchResponseGroup {
+func (s *state) offsetFetch(rg *kmsg.OffsetFetchRequestGroup, version int16, requireStable bool) kmsg.OffsetFetchResponseGroup {
 	out := kmsg.NewOffsetFetchResponseGroup()
 	out.Group = rg.Group
 	grp := s.groups[rg.Group]
@@ -353,7 +353,7 @@ func (s *shard) offsetFetch(rg *kmsg.OffsetFetchRequestGroup, version int16, req
 			t := kmsg.NewOffsetFetchResponseGroupTopic()
 			t.Topic = topic
 			if byID {
-				info, ok := s.c.topics.TopicByName(topic)
+				info, ok := s.topics.TopicByName(topic)
 				if !ok {
 					continue
 				}
@@ -377,7 +377,7 @@ func (s *shard) offsetFetch(rg *kmsg.OffsetFetchRequestGroup, version int16, req
 		t.Topic, t.TopicID = rt.Topic, rt.TopicID
 		name, unknownID := rt.Topic, false
 		if byID {
-			if info, ok := s.c.topics.TopicByID(rt.TopicID); ok {
+			if info, ok := s.topics.TopicByID(rt.TopicID); ok {
 				name = info.Name
 			} else {
 				unknownID = true
@@ -434,7 +434,7 @@ type deleteEntry struct {
 // offsetDelete handles an OffsetDelete (Kafka's deleteOffsets): offsets of
 // topics the group does not consume are deleted once the tombstones are
 // committed.
-func (s *shard) offsetDelete(req *kmsg.OffsetDeleteRequest, resp *kmsg.OffsetDeleteResponse, entries []deleteEntry, reply chan *kmsg.OffsetDeleteResponse) result {
+func (s *state) offsetDelete(req *kmsg.OffsetDeleteRequest, resp *kmsg.OffsetDeleteResponse, entries []deleteEntry, reply chan *kmsg.OffsetDeleteResponse) result {
 	grp := s.groups[req.Group]
 	if grp == nil {
 		resp.ErrorCode = kerr.GroupIDNotFound.Code
@@ -494,7 +494,7 @@ func (s *shard) offsetDelete(req *kmsg.OffsetDeleteRequest, resp *kmsg.OffsetDel
 	}}
 }
 
-func (s *shard) isSubscribedToTopic(grp *group, topic string) bool {
+func (s *state) isSubscribedToTopic(grp *group, topic string) bool {
 	if grp.consumer != nil {
 		return grp.consumer.isSubscribedToTopic(topic)
 	}
@@ -503,8 +503,8 @@ func (s *shard) isSubscribedToTopic(grp *group, topic string) bool {
 
 func offsetsCleanupKey() timerKey { return timerKey{kind: timerOffsetsCleanup} }
 
-func (s *shard) scheduleOffsetsCleanup() {
-	s.timers.schedule(offsetsCleanupKey(), s.now.Add(ms64(s.c.cfg.OffsetsRetentionCheckIntervalMs)), func() {
+func (s *state) scheduleOffsetsCleanup() {
+	s.timers.schedule(offsetsCleanupKey(), s.now.Add(ms64(s.cfg.OffsetsRetentionCheckIntervalMs)), func() {
 		s.append(s.cleanupGroupMetadata())
 		s.scheduleOffsetsCleanup()
 	})
@@ -513,7 +513,7 @@ func (s *shard) scheduleOffsetsCleanup() {
 // cleanupGroupMetadata is Kafka's periodic GroupCoordinatorShard
 // cleanupGroupMetadata: expired offsets are deleted, and an empty group
 // left with no offsets is deleted too.
-func (s *shard) cleanupGroupMetadata() result {
+func (s *state) cleanupGroupMetadata() result {
 	var (
 		records []kv
 		expired []struct {
@@ -577,7 +577,7 @@ func (s *shard) cleanupGroupMetadata() result {
 // offsetExpirationBase is Kafka's Group.offsetExpirationCondition: what an
 // offset's age counts from. It reports false when no offset of the group
 // may expire now.
-func (s *shard) offsetExpirationBase(grp *group) (func(o offsetAndMetadata) int64, bool) {
+func (s *state) offsetExpirationBase(grp *group) (func(o offsetAndMetadata) int64, bool) {
 	commitTime := func(o offsetAndMetadata) int64 { return o.commitTimestamp }
 	if grp.consumer != nil {
 		return commitTime, true
@@ -602,12 +602,12 @@ func (s *shard) offsetExpirationBase(grp *group) (func(o offsetAndMetadata) int6
 	return nil, false
 }
 
-func (s *shard) isOffsetExpired(o offsetAndMetadata, base func(offsetAndMetadata) int64) bool {
+func (s *state) isOffsetExpired(o offsetAndMetadata, base func(offsetAndMetadata) int64) bool {
 	now := s.now.UnixMilli()
 	if o.expireTimestamp >= 0 {
 		return now >= o.expireTimestamp
 	}
-	return now-base(o) >= s.c.cfg.offsetsRetention().Milliseconds()
+	return now-base(o) >= s.cfg.offsetsRetention().Milliseconds()
 }
 
 func sortedPartitions(ps map[int32]offsetAndMetadata) []int32 {

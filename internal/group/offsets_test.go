@@ -320,7 +320,7 @@ func TestAppendFailures(t *testing.T) {
 	fs := h.sync(syncReq(5, "s", follower, 1, nil))
 	h.eventually("follower to park in sync", func() bool {
 		parked := false
-		h.shard("s", func(s *shard) { parked = s.classicGroup("s").members[follower].awaitingSync() })
+		h.shard("s", func(s *state) { parked = s.classicGroup("s").members[follower].awaitingSync() })
 		return parked
 	})
 	h.partitionOf("s").fail(kerr.NotEnoughReplicas)

@@ -47,45 +47,6 @@ type kv struct {
 	value []byte
 }
 
-// encodeBatch builds one magic v2 batch holding records, stamped with now.
-// The broker assigns the base offset and leader epoch on append; neither is
-// covered by the CRC.
-func encodeBatch(records []kv, now time.Time, txn *txnProducer) []byte {
-	var recs []byte
-	for i, r := range records {
-		rec := kmsg.Record{OffsetDelta: int32(i), Key: r.key, Value: r.value}
-		// Length counts the bytes after itself; encoding once with a zero
-		// length, which is one varint byte, measures them.
-		rec.Length = int32(len(rec.AppendTo(nil)) - 1)
-		recs = rec.AppendTo(recs)
-	}
-	ts := now.UnixMilli()
-	b := kmsg.RecordBatch{
-		FirstOffset:          0,
-		PartitionLeaderEpoch: -1,
-		Magic:                record.CurrentMagic,
-		LastOffsetDelta:      int32(len(records) - 1),
-		FirstTimestamp:       ts,
-		MaxTimestamp:         ts,
-		ProducerID:           -1,
-		ProducerEpoch:        -1,
-		FirstSequence:        -1,
-		NumRecords:           int32(len(records)),
-		Records:              recs,
-	}
-	if txn != nil {
-		// As Kafka's coordinator writes them: the producer's id and
-		// epoch, transactional, sequence 0 (not checked for the
-		// coordinator's appends).
-		b.ProducerID, b.ProducerEpoch, b.FirstSequence = txn.id, txn.epoch, 0
-		b.Attributes = record.AttrTransactional
-	}
-	b.Length = int32(record.HeaderSize - record.LogOverhead + len(recs))
-	out := b.AppendTo(nil)
-	binary.BigEndian.PutUint32(out[17:], record.Checksum(out))
-	return out
-}
-
 // decodeBatch calls fn with each record of batch, which must hold exactly
 // one batch; transactional and control batches (TxnOffsetCommit's records
 // and the markers deciding them) go to txn whole instead. The slices fn
@@ -247,7 +208,7 @@ func decodeOffsetRecord(key, value []byte) (groupID, topic string, partition int
 	return k.Group, k.Topic, k.Partition, offsetFromValue(&v), true, nil
 }
 
-func (st *shardState) replayRecord(key, value []byte, now time.Time) error {
+func (st *data) replayRecord(key, value []byte, now time.Time) error {
 	if len(key) < 2 {
 		return fmt.Errorf("%w: key of %d bytes", ErrCorruptRecord, len(key))
 	}

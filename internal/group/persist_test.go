@@ -19,7 +19,12 @@ func TestEncodeDecodeBatch(t *testing.T) {
 		offsetTombstone("g", "t", 8),
 		groupTombstone("gone"),
 	}
-	batch := encodeBatch(in, now, nil)
+	// Built as the coordinator runtime builds the batches it appends.
+	recs := make([]record.Rec, len(in))
+	for i, r := range in {
+		recs[i] = record.Rec{Key: r.key, Value: r.value, Timestamp: now.UnixMilli()}
+	}
+	batch := record.Build(nil, recs)
 
 	h, err := record.Validate(batch, 0)
 	if err != nil {
@@ -61,7 +66,7 @@ func TestConsumerGroupRecordRoundTrip(t *testing.T) {
 	g := newConsumerGroup("cg")
 	g.groupEpoch = 7
 	rec := consumerGroupRecord(g, time.Unix(1, 0))
-	st := newShardState()
+	st := newData()
 	if err := st.replayRecord(rec.key, rec.value, time.Unix(2, 0)); err != nil {
 		t.Fatal(err)
 	}
@@ -80,31 +85,5 @@ func TestConsumerGroupRecordRoundTrip(t *testing.T) {
 	}
 	if st.groups["cg"].classic == nil {
 		t.Fatal("untagged value did not replay as a classic group")
-	}
-}
-
-func TestTimers(t *testing.T) {
-	ts := newTimers()
-	base := time.Unix(100, 0)
-	var fired []string
-	add := func(name string, kind timerKind, at time.Duration) {
-		ts.schedule(timerKey{kind: kind, group: name}, base.Add(at), func() { fired = append(fired, name) })
-	}
-	add("b", timerClassicJoin, 2*time.Second)
-	add("a", timerClassicJoin, 1*time.Second)
-	add("c", timerClassicJoin, 3*time.Second)
-	add("a", timerClassicJoin, 4*time.Second) // moves a
-	ts.cancel(timerKey{kind: timerClassicJoin, group: "c"})
-	if next, _ := ts.next(); !next.Equal(base.Add(2 * time.Second)) {
-		t.Fatalf("next = %v", next)
-	}
-	for e := ts.popDue(base.Add(10 * time.Second)); e != nil; e = ts.popDue(base.Add(10 * time.Second)) {
-		e.fn()
-	}
-	if len(fired) != 2 || fired[0] != "b" || fired[1] != "a" {
-		t.Fatalf("fired %v", fired)
-	}
-	if ts.len() != 0 {
-		t.Fatalf("%d timers left", ts.len())
 	}
 }

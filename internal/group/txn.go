@@ -30,7 +30,7 @@ type pendingTxn struct {
 	offsets map[string]map[topicPartition]offsetAndMetadata
 }
 
-func (st *shardState) pending(producerID int64, create bool) *pendingTxn {
+func (st *data) pending(producerID int64, create bool) *pendingTxn {
 	p := st.pendingTxns[producerID]
 	if p == nil && create {
 		p = &pendingTxn{offsets: map[string]map[topicPartition]offsetAndMetadata{}}
@@ -40,7 +40,7 @@ func (st *shardState) pending(producerID int64, create bool) *pendingTxn {
 }
 
 // addPending records an offset of producerID's open transaction.
-func (st *shardState) addPending(producerID int64, groupID string, tp topicPartition, o offsetAndMetadata) {
+func (st *data) addPending(producerID int64, groupID string, tp topicPartition, o offsetAndMetadata) {
 	p := st.pending(producerID, true)
 	g := p.offsets[groupID]
 	if g == nil {
@@ -52,7 +52,7 @@ func (st *shardState) addPending(producerID int64, groupID string, tp topicParti
 
 // hasPending reports whether a transaction holds an offset of the group's
 // partition that is not yet decided.
-func (st *shardState) hasPending(groupID string, tp topicPartition) bool {
+func (st *data) hasPending(groupID string, tp topicPartition) bool {
 	for _, p := range st.pendingTxns {
 		if _, ok := p.offsets[groupID][tp]; ok {
 			return true
@@ -62,7 +62,7 @@ func (st *shardState) hasPending(groupID string, tp topicPartition) bool {
 }
 
 // completeTxn commits or drops producerID's pending offsets.
-func (st *shardState) completeTxn(producerID int64, commit bool, now time.Time) {
+func (st *data) completeTxn(producerID int64, commit bool, now time.Time) {
 	p := st.pendingTxns[producerID]
 	if p == nil {
 		return
@@ -79,7 +79,7 @@ func (st *shardState) completeTxn(producerID int64, commit bool, now time.Time) 
 }
 
 // replayTxnBatch applies a transactional or control batch on load.
-func (st *shardState) replayTxnBatch(h record.Header, batch []byte, now time.Time) error {
+func (st *data) replayTxnBatch(h record.Header, batch []byte, now time.Time) error {
 	if h.IsControl() {
 		m, err := record.ParseMarker(batch)
 		if err != nil {
@@ -103,16 +103,12 @@ func (st *shardState) replayTxnBatch(h record.Header, batch []byte, now time.Tim
 // become committed (commit) or are dropped. A partition not loaded here
 // ignores it: its load replays the marker.
 func (c *Coordinator) CompleteTransaction(partition int32, producerID int64, commit bool) {
-	c.mu.RLock()
-	s := c.shards[partition]
-	c.mu.RUnlock()
-	if s == nil {
+	sh, err := c.rt.Acquire(partition)
+	if err != nil {
 		return
 	}
-	if code := s.lockEvent(); code != 0 {
-		return
-	}
-	defer s.unlockEvent()
+	defer sh.Release()
+	s := sh.Machine()
 	s.completeTxn(producerID, commit, s.now)
 }
 
@@ -143,7 +139,7 @@ func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCo
 		}
 		return resp, entries
 	}
-	return commitOffsets(ctx, c, req.Group, build, func(s *shard, resp *kmsg.TxnOffsetCommitResponse, entries []txnCommitEntry, reply chan *kmsg.TxnOffsetCommitResponse) result {
+	return commitOffsets(ctx, c, req.Group, build, func(s *state, resp *kmsg.TxnOffsetCommitResponse, entries []txnCommitEntry, reply chan *kmsg.TxnOffsetCommitResponse) result {
 		return s.txnOffsetCommit(req, resp, entries, reply)
 	})
 }
@@ -157,7 +153,7 @@ type txnCommitEntry struct {
 func (e txnCommitEntry) errCode() *int16 { return e.code }
 
 // txnOffsetCommit is Kafka's OffsetMetadataManager.commitTransactionalOffset.
-func (s *shard) txnOffsetCommit(req *kmsg.TxnOffsetCommitRequest, resp *kmsg.TxnOffsetCommitResponse, entries []txnCommitEntry, reply chan *kmsg.TxnOffsetCommitResponse) result {
+func (s *state) txnOffsetCommit(req *kmsg.TxnOffsetCommitRequest, resp *kmsg.TxnOffsetCommitResponse, entries []txnCommitEntry, reply chan *kmsg.TxnOffsetCommitResponse) result {
 	fail := func(code int16) result {
 		for _, e := range entries {
 			*e.code = code
@@ -196,7 +192,7 @@ func (s *shard) txnOffsetCommit(req *kmsg.TxnOffsetCommitRequest, resp *kmsg.Txn
 	)
 	for _, e := range entries {
 		p := e.partition
-		if p.Metadata != nil && javaLength(*p.Metadata) > int(s.c.cfg.OffsetMetadataMaxBytes) {
+		if p.Metadata != nil && javaLength(*p.Metadata) > int(s.cfg.OffsetMetadataMaxBytes) {
 			*e.code = kerr.OffsetMetadataTooLarge.Code
 			continue
 		}

@@ -116,6 +116,9 @@ func (st *shardState) Replay(batch []byte, _ time.Time) error {
 	return record.Records(batch, func(_, _ int64, r *kmsg.Record) error { return st.m.Replay(r.Key, r.Value) })
 }
 
+// SetTime does nothing: the edges read the time from the shard.
+func (st *shardState) SetTime(time.Time) {}
+
 // TakeWrites is empty: the edges below append the Machine's writes
 // themselves, each with its completion.
 func (st *shardState) TakeWrites() []coordinator.Write { return nil }
