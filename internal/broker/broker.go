@@ -236,7 +236,8 @@ func New(opts Options) (*Broker, error) {
 		CleanerThreads:          int(cfg.Int("log.cleaner.threads")),
 		CleanerDedupeBufferSize: cfg.Int("log.cleaner.dedupe.buffer.size"),
 		ProducerIDExpirationMs:  cfg.Int("producer.id.expiration.ms"),
-		DecompressionBudget:     record.NewBudget(cfg.Int("strata.decompression.budget.bytes")),
+		DecompressionBudget: record.NewBudget(cfg.Int("strata.decompression.budget.bytes")).
+			SetMaxUncompressed(cfg.Int(record.MaxUncompressedKey)),
 
 		// Where a restarted replica's high watermark comes from.
 		HighWatermarkCheckpointInterval: time.Duration(cfg.Int("replica.high.watermark.checkpoint.interval.ms")) * time.Millisecond,

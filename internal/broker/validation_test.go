@@ -203,21 +203,27 @@ func TestProduceRefusesMalformedRecords(t *testing.T) {
 	}
 }
 
+// bombLimit is the strata.decompressed.batch.max.bytes the bomb tests
+// set, so that each bomb costs a bounded amount of work.
+const bombLimit = 8 << 20
+
 // TestProduceRefusesBombs sends each codec's decompression bomb (with and
-// without the format's size hint, claiming one record and 16, so limits of
-// 1 and 16 MiB; the 64 MiB floor is the record package's test) and
-// each codec's stream that goes on past what its size hint and the header
-// claim: every one is refused as CORRUPT_MESSAGE after a bounded amount of
-// decompression, nothing is written, and consumers read every valid
+// without the format's size hint, claiming one record and 16) to a broker
+// whose strata.decompressed.batch.max.bytes is bombLimit, and each codec's
+// stream that goes on past what its size hint and the header claim: the
+// bombs are refused as MESSAGE_TOO_LARGE, with a message naming the limit
+// and its key, the streams as CORRUPT_MESSAGE, each after a bounded amount
+// of decompression; nothing is written, and consumers read every valid
 // record around them.
 func TestProduceRefusesBombs(t *testing.T) {
-	b := startBroker(t, nil)
+	b := startBroker(t, map[string]string{record.MaxUncompressedKey: fmt.Sprint(bombLimit)})
 	createTopic(t, newAdmin(t, b.Addr()), "bombed", 1, nil)
 	l := &validLog{t: t, addr: b.Addr(), topic: "bombed"}
 	l.produce("first")
 	type attack struct {
 		name  string
 		batch []byte
+		code  *kerr.Error
 	}
 	var attacks []attack
 	for _, n := range []int32{1, 16} {
@@ -235,17 +241,14 @@ func TestProduceRefusesBombs(t *testing.T) {
 			{"snappy", record.CodecSnappy, 1 << 30, true},
 			{"snappy xerial", -record.CodecSnappy, 16 << 20, true},
 		} {
-			if n > 1 && bomb.codec == -record.CodecSnappy {
-				continue // too small a ratio to pass 64 MiB in 1 MiB
-			}
 			name := fmt.Sprintf("%s bomb of %d MiB, %d records claimed", bomb.name, bomb.size>>20, n)
-			attacks = append(attacks, attack{name, rt.Wrap(bomb.codec, rt.Bomb(bomb.codec, bomb.size, bomb.hint), rt.N(n, time.Now().UnixMilli()))})
+			attacks = append(attacks, attack{name, rt.Wrap(bomb.codec, rt.Bomb(bomb.codec, bomb.size, bomb.hint), rt.N(n, time.Now().UnixMilli())), kerr.MessageTooLarge})
 		}
 	}
 	section := rt.Records(3, []byte("value"))
 	for _, codec := range []int{record.CodecGzip, record.CodecSnappy, record.CodecLz4, record.CodecZstd} {
 		attacks = append(attacks, attack{fmt.Sprintf("codec %d stream past its size hint", codec),
-			rt.Wrap(codec, rt.Endless(codec, section, 4<<20), rt.N(3, 1_700_000_000_000))})
+			rt.Wrap(codec, rt.Endless(codec, section, 4<<20), rt.N(3, 1_700_000_000_000)), kerr.CorruptMessage})
 	}
 	for _, a := range attacks {
 		if len(a.batch) > 1048588 {
@@ -253,7 +256,12 @@ func TestProduceRefusesBombs(t *testing.T) {
 		}
 		before := l.end()
 		resp := produceAt(t, b.Addr(), "bombed", 9, a.batch)
-		t.Run(a.name, func(t *testing.T) { checkRefused(t, resp, refusal{kerr.CorruptMessage, -1}, 9) })
+		t.Run(a.name, func(t *testing.T) {
+			checkRefused(t, resp, refusal{a.code, -1}, 9)
+			if a.code == kerr.MessageTooLarge && !strings.Contains(ptrString(resp.ErrorMessage), record.MaxUncompressedKey) {
+				t.Fatalf("%q does not name %s", ptrString(resp.ErrorMessage), record.MaxUncompressedKey)
+			}
+		})
 		if end := l.end(); end != before {
 			t.Fatalf("%s: log end offset %d after the refusal, %d before", a.name, end, before)
 		}
@@ -341,8 +349,8 @@ func sendProduce(addr, topic string, records []byte) (int16, error) {
 
 // TestConcurrentBombsStayWithinTheBudget sends 8 bombs at once, 4 LZ4
 // (whose decoder holds two 4 MiB blocks) and 4 zstd with an 8 MiB window
-// (which the decoder holds), each claiming 16 records, so decompressed
-// up to 16 MiB (16 times max.message.bytes), to a broker whose decompression
+// (which the decoder holds), each decompressed up to the 16 MiB of
+// strata.decompressed.batch.max.bytes, to a broker whose decompression
 // budget is 20 MiB, and measures the process's peak heap in use
 // (runtime.MemStats, sampled) above what it was before: at most the budget
 // and a fixed allowance for the 8 requests themselves and the runtime. The
@@ -362,7 +370,7 @@ func TestConcurrentBombsStayWithinTheBudget(t *testing.T) {
 	lz4Bomb := rt.Wrap(record.CodecLz4, rt.Bomb(record.CodecLz4, 100<<20, false), rt.N(16, now))
 	zstdBomb := rt.Wrap(record.CodecZstd, rt.ZstdBomb(1<<30, 8<<20, false), rt.N(16, now))
 	peak := func(budget int) uint64 {
-		b := startBroker(t, map[string]string{"strata.decompression.budget.bytes": fmt.Sprint(budget)})
+		b := startBroker(t, map[string]string{"strata.decompression.budget.bytes": fmt.Sprint(budget), record.MaxUncompressedKey: fmt.Sprint(16 << 20)})
 		createTopic(t, newAdmin(t, b.Addr()), "bombed", 1, nil)
 		defer debug.SetGCPercent(debug.SetGCPercent(10)) // little garbage, so the heap is what is held
 		runtime.GC()
@@ -393,7 +401,7 @@ func TestConcurrentBombsStayWithinTheBudget(t *testing.T) {
 			}
 			wg.Go(func() {
 				code, err := sendProduce(b.Addr(), "bombed", bomb)
-				if err == nil && code != kerr.CorruptMessage.Code {
+				if err == nil && code != kerr.MessageTooLarge.Code {
 					err = fmt.Errorf("bomb answered error %d", code)
 				}
 				codes <- err
@@ -453,9 +461,10 @@ func fetchAll(t *testing.T, addr, topic string) (int16, int64, [][]byte) {
 // intact): after the restart's recovery keeps them, a fetch serves them
 // whole, as stored, between the valid batches; a ListOffsets by timestamp
 // that lands on the bomb answers its offset within bounded memory; and
-// produces go on after them.
+// produces go on after them. (strata.decompressed.batch.max.bytes is
+// 64 MiB, to bound the lookup's work.)
 func TestPoisonedLogOnDisk(t *testing.T) {
-	b := startBroker(t, nil)
+	b := startBroker(t, map[string]string{record.MaxUncompressedKey: fmt.Sprint(64 << 20)})
 	createTopic(t, newAdmin(t, b.Addr()), "old", 1, nil)
 	l := &validLog{t: t, addr: b.Addr(), topic: "old"}
 	l.produce("before")

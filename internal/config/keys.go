@@ -336,6 +336,8 @@ var ServerKeys = []Key{
 		Doc: "Send fetched records from the page cache with sendfile(2); false copies through user space (for comparison)."},
 	{Name: "strata.decompression.budget.bytes", Type: TypeLong, Default: "134217728", Min: 1 << 20, Max: maxInt64, Strata: true,
 		Doc: "The memory all decompressions in flight may hold at once (produce validation, compaction, timestamp lookups); more wait their turn."},
+	{Name: "strata.decompressed.batch.max.bytes", Type: TypeLong, Default: "268435456", Min: 1 << 20, Max: maxInt64, Strata: true,
+		Doc: "The most bytes the records of one compressed batch may decompress to; a batch past it is refused with MESSAGE_TOO_LARGE. Kafka has no such limit; it bounds the work of a decompression bomb. max.message.bytes applies to batches as sent."},
 	{Name: "strata.admin.listener", Type: TypeString, Default: "127.0.0.1:9644", Strata: true,
 		Doc: "The admin HTTP address (/metrics, /healthz, /readyz, /debug/pprof); empty disables it."},
 	{Name: "strata.log.level", Type: TypeString, Default: "info", OneOf: []string{"debug", "info", "warn", "error"}, Strata: true,

@@ -3,11 +3,21 @@ package record
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 )
 
 // DefaultBudgetBytes is the capacity of DefaultBudget, and the default of
 // strata.decompression.budget.bytes.
 const DefaultBudgetBytes = 128 << 20
+
+// MaxUncompressedKey is the configuration key of MaxUncompressed.
+const MaxUncompressedKey = "strata.decompressed.batch.max.bytes"
+
+// DefaultMaxUncompressed is the default of MaxUncompressed: 256 times the
+// default max.message.bytes, so that a batch as large as a producer sends
+// by default passes at any ratio up to 256:1, and a bomb costs at most a
+// fraction of a second of CPU.
+const DefaultMaxUncompressed = 256 << 20
 
 // DefaultBudget is the budget used where the caller names none.
 var DefaultBudget = NewBudget(DefaultBudgetBytes)
@@ -23,9 +33,14 @@ var DefaultBudget = NewBudget(DefaultBudgetBytes)
 // ends after a bounded amount of work, since every one stops at its output
 // limit. One larger than the whole budget fails with ErrDecompress.
 //
+// A budget also holds the limit of each decompression's output,
+// MaxUncompressed, which keeps the work bounded.
+//
 // A Budget is safe for concurrent use. A goroutine holds at most one
 // reservation at a time, so waiting cannot deadlock.
 type Budget struct {
+	maxUncompressed atomic.Int64
+
 	mu       sync.Mutex
 	capacity int64
 	used     int64 // reserved, by decoders busy and idle
@@ -39,12 +54,28 @@ type budgetWaiter struct {
 	ready chan struct{}
 }
 
-// NewBudget returns a budget of capacity bytes.
+// NewBudget returns a budget of capacity bytes, whose decompressions stop
+// at DefaultMaxUncompressed bytes of output.
 func NewBudget(capacity int64) *Budget {
 	if capacity <= 0 {
 		panic("record: a decompression budget needs a positive capacity")
 	}
-	return &Budget{capacity: capacity}
+	b := &Budget{capacity: capacity}
+	b.maxUncompressed.Store(DefaultMaxUncompressed)
+	return b
+}
+
+// MaxUncompressed returns the most bytes the records of one compressed
+// batch may decompress to (strata.decompressed.batch.max.bytes): a batch
+// that decompresses to more is refused (ErrUncompressedTooLarge) as soon as
+// its output passes it.
+func (b *Budget) MaxUncompressed() int64 { return b.maxUncompressed.Load() }
+
+// SetMaxUncompressed sets MaxUncompressed to n bytes (at least 1); it
+// applies to the decompressions that start after it.
+func (b *Budget) SetMaxUncompressed(n int64) *Budget {
+	b.maxUncompressed.Store(max(n, 1))
+	return b
 }
 
 // Capacity returns the budget's size in bytes.

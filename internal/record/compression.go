@@ -17,9 +17,13 @@ import (
 // bytes that inflates to gigabytes (a bomb) costs little:
 //
 //   - Output: every decoder streams, and whoever reads it stops as soon as
-//     the output passes UncompressedLimit, which follows from what the
-//     header claims (the record count, max.message.bytes). Nothing decodes
-//     a whole frame into memory and then looks at its size.
+//     the output passes its budget's MaxUncompressed
+//     (strata.decompressed.batch.max.bytes, 256 MiB by default). Kafka
+//     sets no such limit: it would decompress any batch to its end. The
+//     limit is far above what producers send (a batch of a few MiB of
+//     zeros, or a record of 1 MiB, pass whatever their ratio), and bounds
+//     the CPU a bomb costs. Nothing decodes a whole frame into memory and
+//     then looks at its size.
 //   - Decoder memory: zstd decoders are created with a bounded window
 //     (zstdWindows); LZ4 and snappy framing is walked before decoding, so
 //     the block buffers are known in advance (Strata decodes LZ4 frames
@@ -34,23 +38,23 @@ import (
 // memory than Strata allows.
 var ErrDecompress = errors.New("record: cannot decompress batch")
 
-// maxUncompressedFloor is the least UncompressedLimit allows a batch of
-// many records, whatever max.message.bytes.
-const maxUncompressedFloor = 64 << 20
+// ErrUncompressedTooLarge is returned for a compressed batch whose
+// records decompress to more than its budget's MaxUncompressed: a limit of
+// Strata's, not a corrupt batch. The error is ErrDecompress too.
+var ErrUncompressedTooLarge = errors.New("record: batch decompresses to more than " + MaxUncompressedKey)
 
-// UncompressedLimit returns the most bytes the records section of a
-// compressed batch claiming numRecords records may decompress to, on a
-// topic with the given max.message.bytes (0 for none): max.message.bytes
-// per record (a record that an uncompressed batch could not carry is not
-// one a producer sends), and at most the greater of 64 MiB and 8 times
-// max.message.bytes. Kafka sets no such limit; it is what keeps a bomb from
-// costing more than a bounded amount of CPU.
-func UncompressedLimit(numRecords int32, maxMessageBytes int) int64 {
-	total := max(maxUncompressedFloor, 8*int64(maxMessageBytes))
-	if maxMessageBytes <= 0 || numRecords < 0 {
-		return total
-	}
-	return min(int64(numRecords)*int64(maxMessageBytes), total)
+// tooLargeError is ErrUncompressedTooLarge with the limit, in words a
+// producer's log can show.
+type tooLargeError struct{ limit int64 }
+
+func tooLarge(limit int64) error { return tooLargeError{limit} }
+
+func (e tooLargeError) Error() string {
+	return fmt.Sprintf("record: the records decompress to more than %d bytes, the limit %s sets", e.limit, MaxUncompressedKey)
+}
+
+func (e tooLargeError) Is(target error) bool {
+	return target == ErrUncompressedTooLarge || target == ErrDecompress
 }
 
 // xerialMagic starts snappy data framed the way the Java client frames it
@@ -350,7 +354,7 @@ func snappyLargestBlock(src []byte, limit int64) (int, error) {
 		}
 		largest, total = max(largest, n), total+int64(n)
 		if total > limit {
-			return 0, fmt.Errorf("%w: snappy blocks decode to more than %d bytes", ErrDecompress, limit)
+			return 0, tooLarge(limit)
 		}
 		if !xerial {
 			break

@@ -60,7 +60,7 @@ func decompressAll(batch []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	size, err := ScanStored(batch, &h, 0, nil, nil)
+	size, err := ScanStored(batch, &h, nil, nil)
 	if err != nil {
 		return nil, err
 	}

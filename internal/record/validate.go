@@ -47,14 +47,16 @@ func (e *RecordError) Unwrap() error { return e.Err }
 // ValidateOptions are the topic's settings that validation applies.
 type ValidateOptions struct {
 	// MaxMessageBytes is max.message.bytes: the largest batch as sent
-	// (compressed), and the base of UncompressedLimit. 0 for no limit.
+	// (compressed, as Kafka applies it). 0 for no limit.
 	MaxMessageBytes int
 	// RequireKeys is cleanup.policy=compact: every record needs a key.
 	RequireKeys bool
 	// AllowControl accepts control batches, which the broker writes (as
 	// Kafka's coordinator origin does) but producers may not.
 	AllowControl bool
-	// Budget bounds decompression memory; nil means DefaultBudget.
+	// Budget bounds decompression memory and, with its
+	// MaxUncompressed, the output of each batch; nil means
+	// DefaultBudget.
 	Budget *Budget
 }
 
@@ -84,8 +86,9 @@ func (v *Validated) Headers() []Header { return v.headers }
 // overflow and whose greatest is the batch's max timestamp (ErrTimestamp,
 // for CreateTime batches), no bytes after the last record. No batch at
 // all is ErrShort. A compressed
-// batch that does not decompress, or decompresses to more than
-// UncompressedLimit, is ErrDecompress. Errors name the batch.
+// batch that does not decompress is ErrDecompress; one that decompresses
+// to more than the budget's MaxUncompressed is ErrDecompress and
+// ErrUncompressedTooLarge. Errors name the batch.
 func ValidateProduced(records []byte, opts ValidateOptions) (*Validated, error) {
 	if len(records) == 0 {
 		return nil, fmt.Errorf("%w: no record batches", ErrShort)
@@ -169,13 +172,13 @@ func checkProducedHeader(h *Header, opts *ValidateOptions) error {
 // time batches' timestamps are not compared. fn, when not nil, is called
 // with each record's offset and timestamp and stops the walk by returning
 // false. It returns the size of the uncompressed records section (when
-// the walk was not stopped), which Decompress then needs. maxMessageBytes
-// is the topic's, for UncompressedLimit.
-func ScanStored(batch []byte, h *Header, maxMessageBytes int, budget *Budget, fn func(offset, timestamp int64) bool) (int64, error) {
+// the walk was not stopped), which Decompress then needs. The output is
+// limited by the budget's MaxUncompressed, as ValidateProduced's.
+func ScanStored(batch []byte, h *Header, budget *Budget, fn func(offset, timestamp int64) bool) (int64, error) {
 	if h.Size() > len(batch) {
 		return 0, ErrShort
 	}
-	opts := ValidateOptions{MaxMessageBytes: maxMessageBytes, Budget: budget}
+	opts := ValidateOptions{Budget: budget}
 	return walkBatch(batch[:h.Size()], h, false, &opts, fn, nil)
 }
 
@@ -194,7 +197,7 @@ func walkBatch(batch []byte, h *Header, produced bool, opts *ValidateOptions, fn
 		if budget == nil {
 			budget = DefaultBudget
 		}
-		limit := UncompressedLimit(h.NumRecords, opts.MaxMessageBytes)
+		limit := budget.MaxUncompressed()
 		d, err := openDecoder(h.Codec(), section, limit, 0, budget)
 		if err != nil {
 			return 0, err

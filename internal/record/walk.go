@@ -96,7 +96,7 @@ func (w *walker) read() {
 	w.buf = w.window[:len(w.buf)+k]
 	switch {
 	case w.taken > w.limit:
-		w.fail(fmt.Errorf("%w: the records decompress to more than %d bytes", ErrDecompress, w.limit))
+		w.fail(tooLarge(w.limit))
 	case err == io.EOF:
 		w.eof = true
 	case err != nil:

@@ -44,7 +44,9 @@ type AppendInfo struct {
 // as a leader must before anything else looks at them (the idempotent
 // producers' state included): record.ValidateProduced, with this log's
 // max.message.bytes and, on a compacted log, keys required. It takes no
-// lock, so requests validate in parallel. Errors: ErrMessageTooLarge,
+// lock, so requests validate in parallel. Errors: ErrMessageTooLarge (a
+// batch larger than max.message.bytes, or decompressing to more than
+// strata.decompressed.batch.max.bytes),
 // ErrNullKey (a *record.RecordError names the record) or ErrCorrupt, each
 // wrapping the record package's error.
 func (l *Log) ValidateProduced(records []byte) (*record.Validated, error) {
@@ -61,7 +63,7 @@ func (l *Log) validateLeader(records []byte, allowControl bool) (*record.Validat
 	switch {
 	case err == nil:
 		return v, nil
-	case errors.Is(err, record.ErrTooLarge):
+	case errors.Is(err, record.ErrTooLarge), errors.Is(err, record.ErrUncompressedTooLarge):
 		return nil, fmt.Errorf("%w: %w", ErrMessageTooLarge, err)
 	case errors.Is(err, ErrNullKey):
 		return nil, fmt.Errorf("storage: %w", err)

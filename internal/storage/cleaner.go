@@ -407,7 +407,7 @@ func (c *cleanState) buildOffsetMap(ctx context.Context, m *offsetMap) (int64, e
 				}
 				return max(mapEnd, from), nil
 			}
-			sec, err := recordsSection(l.cfg.Load(), l.budget, &h, batch)
+			sec, err := recordsSection(l.budget, &h, batch)
 			if err != nil {
 				return 0, err
 			}
@@ -432,9 +432,9 @@ func (c *cleanState) buildOffsetMap(ctx context.Context, m *offsetMap) (int64, e
 // compressed, within the log's decompression budget. A batch that fails is
 // errUncleanable, naming its offset: the cleaner reports it and leaves the
 // log alone until a restart, rather than retry it.
-func recordsSection(cfg *Config, budget *record.Budget, h *record.Header, batch []byte) ([]byte, error) {
+func recordsSection(budget *record.Budget, h *record.Header, batch []byte) ([]byte, error) {
 	batch = batch[:h.Size()]
-	size, err := record.ScanStored(batch, h, cfg.MaxMessageBytes, budget, nil)
+	size, err := record.ScanStored(batch, h, budget, nil)
 	if err == nil && h.Codec() != record.CodecNone {
 		batch, err = record.Decompress(batch, size, budget)
 	}
@@ -510,7 +510,7 @@ func (f *batchFilter) filter(h *record.Header, batch []byte, last bool) ([]byte,
 	if h.IsControl() {
 		return batch, nil
 	}
-	sec, err := recordsSection(f.log.cfg.Load(), f.log.budget, h, batch)
+	sec, err := recordsSection(f.log.budget, h, batch)
 	if err != nil {
 		return nil, err
 	}

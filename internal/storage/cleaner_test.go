@@ -89,7 +89,7 @@ func decompress(batch []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	size, err := record.ScanStored(batch, &h, 0, nil, nil)
+	size, err := record.ScanStored(batch, &h, nil, nil)
 	if err != nil {
 		return nil, err
 	}

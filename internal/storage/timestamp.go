@@ -95,7 +95,7 @@ func (l *Log) recordAtOrAfter(s *segment, pos int64, h *record.Header, ts, minOf
 	if err == nil {
 		var off, rts int64
 		found := false
-		_, err = record.ScanStored(batch, h, l.cfg.Load().MaxMessageBytes, l.budget, func(offset, t int64) bool {
+		_, err = record.ScanStored(batch, h, l.budget, func(offset, t int64) bool {
 			if offset >= minOffset && matches(t) {
 				off, rts, found = offset, t, true
 				return false
