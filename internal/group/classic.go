@@ -897,14 +897,14 @@ func (s *state) classicJoinNewMember(req *kmsg.JoinGroupRequest, client Client, 
 		return result{}
 	}
 	if req.InstanceID != nil {
-		newID := newClassicMemberID(*req.InstanceID)
+		newID := newClassicMemberID(*req.InstanceID, s.uuid())
 		if existing, ok := g.staticMembers[*req.InstanceID]; ok {
 			s.logger().Info("static member rejoins with unknown member id, replacing it", "group", g.id, "instance", *req.InstanceID, "old", existing, "new", newID)
 			return s.updateStaticMemberThenRebalanceOrCompleteJoin(req, g, existing, newID, reply)
 		}
 		return s.addMemberThenRebalanceOrCompleteJoin(req, client, g, newID, reply)
 	}
-	newID := newClassicMemberID(client.ID)
+	newID := newClassicMemberID(client.ID, s.uuid())
 	if req.Version >= 4 {
 		// KIP-394: the member must come back with the id it is given.
 		g.pendingJoin[newID] = struct{}{}

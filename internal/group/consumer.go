@@ -794,7 +794,7 @@ func (s *state) consumerGroupHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest, 
 	// Get or create the member.
 	memberID := req.MemberID
 	if memberID == "" {
-		memberID = newConsumerMemberID()
+		memberID = newConsumerMemberID(s.uuid())
 	}
 	var member, replaced *consumerMember
 	if req.InstanceID == nil {

@@ -28,7 +28,7 @@ type simMember struct {
 }
 
 func (h *harness) newMember(group string, topics ...string) *simMember {
-	return &simMember{h: h, group: group, id: newConsumerMemberID(), topics: topics, owned: make(partitions)}
+	return &simMember{h: h, group: group, id: newConsumerMemberID(randomUUID()), topics: topics, owned: make(partitions)}
 }
 
 func (m *simMember) request() *kmsg.ConsumerGroupHeartbeatRequest {
@@ -453,7 +453,7 @@ func TestConsumerGroupRangeAssignorAndRegex(t *testing.T) {
 	}
 
 	// A regex subscription matches whole topic names.
-	re := &simMember{h: h, group: "re", id: newConsumerMemberID(), regex: kmsg.StringPtr("t[0-9]"), owned: make(partitions)}
+	re := &simMember{h: h, group: "re", id: newConsumerMemberID(randomUUID()), regex: kmsg.StringPtr("t[0-9]"), owned: make(partitions)}
 	re.mustHeartbeat()
 	if re.owned.count() != 8 || re.owned[topic("other", 2).ID] != nil {
 		t.Fatalf("regex member owns %v", re.owned)

@@ -206,11 +206,17 @@ func wait[T any](ctx context.Context, ch chan T, timedOut func() T) T {
 	}
 }
 
-// newClassicMemberID is Kafka's ClassicGroup.generateMemberId: the client
-// id, or the group instance id, a dash and a random UUID.
-func newClassicMemberID(prefix string) string {
+// randomUUID is 16 random bytes, the state's default source of member
+// ids.
+func randomUUID() [16]byte {
 	var u [16]byte
 	_, _ = rand.Read(u[:])
+	return u
+}
+
+// newClassicMemberID is Kafka's ClassicGroup.generateMemberId: the client
+// id, or the group instance id, a dash and a random UUID made of u.
+func newClassicMemberID(prefix string, u [16]byte) string {
 	u[6] = u[6]&0x0f | 0x40
 	u[8] = u[8]&0x3f | 0x80
 	h := hex.EncodeToString(u[:])
@@ -218,10 +224,8 @@ func newClassicMemberID(prefix string) string {
 }
 
 // newConsumerMemberID is Kafka's Uuid.randomUuid().toString(): 16 random
-// bytes in unpadded URL-safe base64.
-func newConsumerMemberID() string {
-	var u [16]byte
-	_, _ = rand.Read(u[:])
+// bytes, u, in unpadded URL-safe base64.
+func newConsumerMemberID(u [16]byte) string {
 	return base64.RawURLEncoding.EncodeToString(u[:])
 }
 

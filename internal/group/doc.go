@@ -51,8 +51,10 @@
 // handler waits on. The edges are the runtime's: one goroutine per shard
 // appends queued records and runs their completions in log order, and one
 // Clock timer armed for the earliest deadline feeds expirations back under
-// the mutex. Tests drive the state machine with a fake Clock and an
-// in-memory partition.
+// the mutex. Scripts (machine_test.go, testdata/machine) drive the state
+// alone — requests, time, and the commit or failure of its records — for
+// the classic protocol and KIP-848; the other tests run the whole
+// coordinator with a fake Clock and an in-memory partition.
 //
 // # Lock order
 //

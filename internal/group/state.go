@@ -73,10 +73,13 @@ type state struct {
 	now       time.Time // the time of the event being handled
 	timers    *timers
 	out       []coordinator.Write
+	// uuid is the source of new member ids: random, or a sequence in
+	// scripted tests.
+	uuid func() [16]byte
 }
 
 func (c *Coordinator) newState(partition int32) *state {
-	s := &state{data: newData(), cfg: &c.cfg, topics: c.topics, log: c.log, partition: partition}
+	s := &state{data: newData(), cfg: &c.cfg, topics: c.topics, log: c.log, partition: partition, uuid: randomUUID}
 	s.timers = &timers{set: coordinator.NewTimers(), now: &s.now}
 	return s
 }
