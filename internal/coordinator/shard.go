@@ -47,9 +47,6 @@ type Shard[M Machine] struct {
 // Partition is the shard's partition.
 func (s *Shard[M]) Partition() int32 { return s.partition }
 
-// LeaderEpoch is the leader epoch the shard was loaded at.
-func (s *Shard[M]) LeaderEpoch() int32 { return s.leaderEpoch }
-
 // Loaded is closed once the shard's replay ended, however it ended.
 func (s *Shard[M]) Loaded() <-chan struct{} { return s.loaded }
 

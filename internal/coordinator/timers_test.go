@@ -1,12 +1,14 @@
-package coordinator
+package coordinator_test
 
 import (
 	"testing"
 	"time"
+
+	"github.com/strata-io/strata/internal/coordinator"
 )
 
 func TestTimers(t *testing.T) {
-	ts := NewTimers()
+	ts := coordinator.NewTimers()
 	base := time.Unix(100, 0)
 	var fired []string
 	add := func(name string, at time.Duration) {
@@ -32,7 +34,7 @@ func TestTimers(t *testing.T) {
 // A function that schedules a deadline already due runs it in the same
 // RunDue, after itself.
 func TestTimersRunDueRunsWhatItSchedules(t *testing.T) {
-	ts := NewTimers()
+	ts := coordinator.NewTimers()
 	base := time.Unix(100, 0)
 	var fired []string
 	ts.Schedule("first", base, func(now time.Time) {

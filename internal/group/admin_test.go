@@ -82,7 +82,7 @@ func TestListDescribeDeleteGroups(t *testing.T) {
 		t.Fatalf("list after delete %+v", got)
 	}
 	// The deletion is in the log: offsets tombstoned, then the group.
-	recs := h.partitionOf("simple").records(t)
+	recs := records(t, h.partitionOf("simple"))
 	if last := recs[len(recs)-1]; last.value != nil {
 		t.Fatalf("last record is not a tombstone")
 	}

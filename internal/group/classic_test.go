@@ -156,7 +156,7 @@ func TestClassicJoinSyncFlow(t *testing.T) {
 	}
 
 	// The generation was persisted with every assignment.
-	recs := h.partitionOf(g).records(t)
+	recs := records(t, h.partitionOf(g))
 	last := recs[len(recs)-1]
 	var v kmsg.GroupMetadataValue
 	if err := v.ReadFrom(last.value); err != nil {
@@ -290,7 +290,7 @@ func TestClassicSessionExpiry(t *testing.T) {
 	// appended has already left.
 	var v kmsg.GroupMetadataValue
 	h.eventually("generation 3 written", func() bool {
-		recs := h.partitionOf("g").records(t)
+		recs := records(t, h.partitionOf("g"))
 		v = kmsg.GroupMetadataValue{}
 		return len(recs) > 0 && v.ReadFrom(recs[len(recs)-1].value) == nil && v.Generation == 3
 	})
@@ -461,7 +461,7 @@ func TestCoordinatorRouting(t *testing.T) {
 
 	// While a partition loads, requests get COORDINATOR_LOAD_IN_PROGRESS
 	// (heartbeats are answered blindly, as in Kafka).
-	gate := &memPartition{readGate: make(chan struct{})}
+	gate := &memPartition{ReadGate: make(chan struct{})}
 	h.c.Load(p, gate)
 	if r := recv(t, h.join(joinReq(9, group, ""))); r.ErrorCode != kerr.CoordinatorLoadInProgress.Code {
 		t.Fatalf("join while loading: %d", r.ErrorCode)
@@ -469,7 +469,7 @@ func TestCoordinatorRouting(t *testing.T) {
 	if code := h.heartbeat(group, "m", 1); code != 0 {
 		t.Fatalf("heartbeat while loading: %d", code)
 	}
-	close(gate.readGate)
+	close(gate.ReadGate)
 	h.eventually("load to finish", func() bool {
 		return recv(t, h.join(joinReq(9, group, ""))).ErrorCode == kerr.MemberIDRequired.Code
 	})

@@ -12,133 +12,25 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strata-io/strata/internal/coordinator/coordinatortest"
 	"github.com/strata-io/strata/internal/record"
 	"github.com/strata-io/strata/internal/testutil/poll"
 )
 
-// fakeClock is a Clock the test advances; due functions run synchronously
-// in Advance, in deadline order.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []*fakeTimer
-}
-
-type fakeTimer struct {
-	c    *fakeClock
-	at   time.Time
-	f    func()
-	done bool
-}
+// fakeClock is the Clock the tests advance; due functions run
+// synchronously in Advance, in deadline order.
+type fakeClock = coordinatortest.ManualClock
 
 func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) AfterFunc(d time.Duration, f func()) Timer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &fakeTimer{c: c, at: c.now.Add(d), f: f}
-	c.timers = append(c.timers, t)
-	return t
-}
-
-func (t *fakeTimer) Stop() bool {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	was := !t.done
-	t.done = true
-	return was
-}
-
-// Advance moves time forward by d, running every timer that comes due.
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	target := c.now.Add(d)
-	for {
-		var next *fakeTimer
-		for _, t := range c.timers {
-			if !t.done && !t.at.After(target) && (next == nil || t.at.Before(next.at)) {
-				next = t
-			}
-		}
-		if next == nil {
-			c.now = target
-			c.mu.Unlock()
-			return
-		}
-		if next.at.After(c.now) {
-			c.now = next.at
-		}
-		next.done = true
-		c.mu.Unlock()
-		next.f()
-		c.mu.Lock()
-	}
+	return coordinatortest.NewManualClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
 }
 
 // memPartition is a coordinator.Partition over an in-memory log of real
-// encoded batches: Append validates and stores the batch with its offsets
-// assigned, as a leader would.
-type memPartition struct {
-	mu      sync.Mutex
-	log     []byte
-	next    int64
-	appends int
-	// failNext, when set, fails the next Append without storing it.
-	failNext error
-	// readGate, when set, holds ReadBatches until it is closed.
-	readGate chan struct{}
-}
+// encoded batches.
+type memPartition = coordinatortest.MemPartition
 
-func (p *memPartition) Append(ctx context.Context, batch []byte) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if err := p.failNext; err != nil {
-		p.failNext = nil
-		return err
-	}
-	h, err := record.Validate(batch, 0)
-	if err != nil {
-		return fmt.Errorf("memPartition: %w", err)
-	}
-	b := append([]byte(nil), batch...)
-	record.SetBaseOffset(b, p.next)
-	p.next += int64(h.LastOffsetDelta) + 1
-	p.log = append(p.log, b...)
-	p.appends++
-	return nil
-}
-
-func (p *memPartition) ReadBatches(from int64, fn func(batch []byte) bool) error {
-	if p.readGate != nil {
-		<-p.readGate
-	}
-	p.mu.Lock()
-	log := append([]byte(nil), p.log...)
-	p.mu.Unlock()
-	return record.Batches(log, func(h record.Header, b []byte) bool {
-		if h.LastOffset() < from {
-			return true
-		}
-		return fn(b)
-	})
-}
-
-func (p *memPartition) fail(err error) {
-	p.mu.Lock()
-	p.failNext = err
-	p.mu.Unlock()
-}
-
-// records decodes every record in the log.
-func (p *memPartition) records(t *testing.T) []kv {
+// records decodes every record in p's log.
+func records(t *testing.T, p *memPartition) []kv {
 	t.Helper()
 	var out []kv
 	err := p.ReadBatches(0, func(b []byte) bool {

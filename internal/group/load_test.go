@@ -9,6 +9,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-io/strata/internal/coordinator/coordinatortest"
 )
 
 // moveTo starts a second coordinator (another broker taking over) that
@@ -17,8 +19,7 @@ func (h *harness) moveTo() *harness {
 	h.t.Helper()
 	h.idle()
 	cfg := h.c.cfg
-	n := &harness{t: h.t, clock: newFakeClock(), topics: h.topics, parts: h.parts}
-	n.clock.now = h.clock.Now()
+	n := &harness{t: h.t, clock: coordinatortest.NewManualClock(h.clock.Now()), topics: h.topics, parts: h.parts}
 	n.c = NewCoordinator(cfg, Deps{Clock: n.clock, Topics: h.topics, Logger: testLogger(h.t)})
 	h.c.Close()
 	for p, mp := range h.parts {
@@ -143,9 +144,7 @@ func TestLoadCorruptPartitionFails(t *testing.T) {
 	h.commit(commitReq(8, "g", "", -1, map[string]map[int32]int64{"t": {0: 1}}))
 	mp := h.partitionOf("g")
 	h.idle()
-	mp.mu.Lock()
-	mp.log[len(mp.log)-1] ^= 0xff // break the last batch's CRC
-	mp.mu.Unlock()
+	mp.CorruptTail()
 
 	n := h.moveTo()
 	if _, code := n.fetch("g", nil); code != kerr.NotCoordinator.Code {
@@ -185,5 +184,5 @@ func TestConcurrentCommits(t *testing.T) {
 		t.Fatalf("after load %v, before %v", again, got)
 	}
 	// Commits queued together were coalesced into fewer appends.
-	t.Logf("400 commits in %d appends", h.partitionOf("busy").appends)
+	t.Logf("400 commits in %d appends", h.partitionOf("busy").Appends())
 }

@@ -69,7 +69,7 @@ func TestOffsetCommitAndFetch(t *testing.T) {
 
 	// Every accepted commit is in the log, encoded as Kafka encodes it.
 	var n int
-	for _, rec := range h.partitionOf("simple").records(t) {
+	for _, rec := range records(t, h.partitionOf("simple")) {
 		var k kmsg.OffsetCommitKey
 		if k.ReadFrom(rec.key) == nil && k.Version == 1 && k.Group == "simple" {
 			n++
@@ -296,7 +296,7 @@ func TestAppendFailures(t *testing.T) {
 		{kerr.MessageTooLarge, kerr.UnknownServerError},
 		{context.DeadlineExceeded, kerr.CoordinatorNotAvailable},
 	} {
-		h.partitionOf("g").fail(tc.err)
+		h.partitionOf("g").Fail(tc.err)
 		codes := commitCodes(h.commit(commitReq(8, "g", "", -1, map[string]map[int32]int64{"t": {0: 1}})))
 		if codes["t/0"] != tc.want.Code {
 			t.Errorf("append error %v: code %d, want %s", tc.err, codes["t/0"], tc.want.Message)
@@ -323,7 +323,7 @@ func TestAppendFailures(t *testing.T) {
 		h.shard("s", func(s *state) { parked = s.classicGroup("s").members[follower].awaitingSync() })
 		return parked
 	})
-	h.partitionOf("s").fail(kerr.NotEnoughReplicas)
+	h.partitionOf("s").Fail(kerr.NotEnoughReplicas)
 	ls := recv(t, h.sync(syncReq(5, "s", leader, 1, map[string][]byte{a: {1}, b: {2}})))
 	if ls.ErrorCode != kerr.CoordinatorNotAvailable.Code || recv(t, fs).ErrorCode != kerr.CoordinatorNotAvailable.Code {
 		t.Fatalf("sync after failed append: %d", ls.ErrorCode)
