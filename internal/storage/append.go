@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"time"
 
 	"github.com/strata-io/strata/internal/record"
 )
@@ -50,15 +51,14 @@ type AppendInfo struct {
 // ErrNullKey (a *record.RecordError names the record) or ErrCorrupt, each
 // wrapping the record package's error.
 func (l *Log) ValidateProduced(records []byte) (*record.Validated, error) {
-	return l.validateLeader(records, false)
+	return validateLeader(l.cfg.Load(), l.budget, records, false)
 }
 
-// validateLeader is ValidateProduced, for the broker's own batches too
-// when allowControl.
-func (l *Log) validateLeader(records []byte, allowControl bool) (*record.Validated, error) {
-	cfg := l.cfg.Load()
+// validateLeader is ValidateProduced under cfg, for the broker's own
+// batches too when allowControl.
+func validateLeader(cfg *Config, budget *record.Budget, records []byte, allowControl bool) (*record.Validated, error) {
 	v, err := record.ValidateProduced(records, record.ValidateOptions{
-		MaxMessageBytes: cfg.MaxMessageBytes, RequireKeys: cfg.Compact, AllowControl: allowControl, Budget: l.budget,
+		MaxMessageBytes: cfg.MaxMessageBytes, RequireKeys: cfg.Compact, AllowControl: allowControl, Budget: budget,
 	})
 	switch {
 	case err == nil:
@@ -82,9 +82,9 @@ func (l *Log) validateLeader(records []byte, allowControl bool) (*record.Validat
 // and batches is not modified. Otherwise as AppendValidated.
 func (l *Log) Append(batches []byte, opts AppendOptions) (AppendInfo, error) {
 	if opts.AssignOffsets {
-		v, err := l.validateLeader(batches, true)
+		v, err := validateLeader(l.cfg.Load(), l.budget, batches, true)
 		if err != nil {
-			return l.emptyAppend(err)
+			return refusedAppend(l.logEndOffset.Load(), err)
 		}
 		return l.AppendValidated(v, opts)
 	}
@@ -93,10 +93,10 @@ func (l *Log) Append(batches []byte, opts AppendOptions) (AppendInfo, error) {
 	for b, i := batches, 0; len(b) > 0; i++ {
 		h, err := record.Validate(b, 0)
 		if err != nil {
-			return l.emptyAppend(fmt.Errorf("%w: batch %d at byte %d: %w", ErrCorrupt, i, len(batches)-len(b), err))
+			return refusedAppend(l.logEndOffset.Load(), fmt.Errorf("%w: batch %d at byte %d: %w", ErrCorrupt, i, len(batches)-len(b), err))
 		}
 		if size := h.Size(); cfg.MaxMessageBytes > 0 && size > cfg.MaxMessageBytes {
-			return l.emptyAppend(fmt.Errorf("%w: batch of %d bytes exceeds max.message.bytes %d", ErrMessageTooLarge, size, cfg.MaxMessageBytes))
+			return refusedAppend(l.logEndOffset.Load(), fmt.Errorf("%w: batch of %d bytes exceeds max.message.bytes %d", ErrMessageTooLarge, size, cfg.MaxMessageBytes))
 		}
 		headers = append(headers, h)
 		b = b[h.Size():]
@@ -106,9 +106,9 @@ func (l *Log) Append(batches []byte, opts AppendOptions) (AppendInfo, error) {
 	return l.appendLocked(batches, headers, opts)
 }
 
-// emptyAppend is what a refused Append returns.
-func (l *Log) emptyAppend(err error) (AppendInfo, error) {
-	return AppendInfo{FirstOffset: -1, LastOffset: l.logEndOffset.Load() - 1, MaxTimestamp: -1,
+// refusedAppend is what a refused Append of a log ending at leo returns.
+func refusedAppend(leo int64, err error) (AppendInfo, error) {
+	return AppendInfo{FirstOffset: -1, LastOffset: leo - 1, MaxTimestamp: -1,
 		OffsetOfMaxTimestamp: -1, LogAppendTime: -1, RolledTo: -1}, err
 }
 
@@ -178,7 +178,7 @@ func (l *Log) appendLocked(batches []byte, headers []record.Header, opts AppendO
 	}
 
 	active := l.segments[len(l.segments)-1]
-	if l.shouldRoll(active, cfg, &info) {
+	if active.shouldRoll(cfg, &info, l.now) {
 		// The new segment starts at the log end, so that recovery can tell
 		// a lost segment tail from a legitimate gap: only offsets that
 		// cannot be indexed relative to the log end start it at the
@@ -249,9 +249,9 @@ func (l *Log) appendLocked(batches []byte, headers []record.Header, opts AppendO
 // would not fit in segment.bytes, segment.ms has passed since the first
 // batch's timestamp (or since the segment was created, without
 // timestamps), an index is full, or the offsets do not fit the relative
-// offsets. An empty segment rolls only for the last reason. l.appendMu must
-// be held.
-func (l *Log) shouldRoll(s *segment, cfg *Config, info *AppendInfo) bool {
+// offsets. An empty segment rolls only for the last reason. now is the
+// log's clock. The log's appendMu must be held.
+func (s *segment) shouldRoll(cfg *Config, info *AppendInfo, now func() time.Time) bool {
 	size := s.size.Load()
 	if size == 0 {
 		return !s.canHold(info.LastOffset)
@@ -263,7 +263,7 @@ func (l *Log) shouldRoll(s *segment, cfg *Config, info *AppendInfo) bool {
 	if s.rollingBasedTimestamp >= 0 {
 		return info.MaxTimestamp-s.rollingBasedTimestamp > cfg.SegmentMs
 	}
-	return l.now().Sub(s.created).Milliseconds() > cfg.SegmentMs
+	return now().Sub(s.created).Milliseconds() > cfg.SegmentMs
 }
 
 // roll makes a new active segment at baseOffset. The old one records its

@@ -159,9 +159,10 @@ type cleanState struct {
 func (l *Log) CleanerCheckpoint() int64 { return l.cleaner.checkpoint.Load() }
 
 // Cleanable returns the log's clean and dirty sections at now.
-func (l *Log) Cleanable(now time.Time) CleanableInfo { return l.cleanState(now).CleanableInfo }
+func (l *Log) Cleanable(now time.Time) CleanableInfo { return newCleanState(l, now).CleanableInfo }
 
-func (l *Log) cleanState(now time.Time) cleanState {
+// newCleanState takes a snapshot of l for a cleaning at now.
+func newCleanState(l *Log, now time.Time) cleanState {
 	cfg := l.cfg.Load()
 	// The truncation count first: a truncation after it shows at the swap.
 	c := cleanState{log: l, truncations: l.cleaner.truncations.Load()}
@@ -262,9 +263,6 @@ func (l *Log) Clean(ctx context.Context, opts CleanOptions) (CleanResult, error)
 	if !cfg.Compact {
 		return CleanResult{}, nil
 	}
-	if err := l.usable(); err != nil {
-		return CleanResult{}, err
-	}
 	now := opts.Now
 	if now.IsZero() {
 		now = l.now()
@@ -275,7 +273,10 @@ func (l *Log) Clean(ctx context.Context, opts CleanOptions) (CleanResult, error)
 	if opts.ProducerIDExpirationMs <= 0 {
 		opts.ProducerIDExpirationMs = 86400000
 	}
-	c := l.cleanState(now)
+	c := newCleanState(l, now)
+	if err := c.usable(); err != nil {
+		return CleanResult{}, err
+	}
 	res := CleanResult{FirstDirtyOffset: c.FirstDirtyOffset, CleanedTo: c.FirstDirtyOffset}
 
 	offsets := newOffsetMap(opts.DedupeBufferSize, max(c.FirstUncleanableOffset-c.FirstDirtyOffset, 0))
@@ -333,7 +334,8 @@ func (l *Log) Clean(ctx context.Context, opts CleanOptions) (CleanResult, error)
 }
 
 // usable returns why the log cannot be cleaned, or nil.
-func (l *Log) usable() error {
+func (c *cleanState) usable() error {
+	l := c.log
 	if err := l.Offline(); err != nil {
 		return err
 	}
@@ -352,7 +354,7 @@ func (c *cleanState) failed(err error) error {
 	if errors.Is(err, errCleanAborted) {
 		return err
 	}
-	if usable := l.usable(); usable != nil {
+	if usable := c.usable(); usable != nil {
 		return fmt.Errorf("%w: %w (%w)", errCleanAborted, usable, err)
 	}
 	if errors.Is(err, errUncleanable) && l.cleaner.uncleanable.CompareAndSwap(false, true) {

@@ -206,7 +206,7 @@ func (c *cleanState) swapIn(group []*segment, ns *segment, names [3]string, disc
 	next = append(append(append(next, segs[:i]...), ns), segs[i+len(group):]...)
 	l.segments = next
 	l.mu.Unlock()
-	err := l.retireLocked(group)
+	err := l.deletes.retire(group)
 	for _, j := range [...]int{1, 2, 0} {
 		if err != nil {
 			break
@@ -232,7 +232,7 @@ func (c *cleanState) swapIn(group []*segment, ns *segment, names [3]string, disc
 // run now reaches the active segment. l.appendMu must be held.
 func (c *cleanState) liveGroupLocked(group []*segment) (int, bool) {
 	l := c.log
-	if l.usable() != nil || l.cleaner.truncations.Load() != c.truncations {
+	if c.usable() != nil || l.cleaner.truncations.Load() != c.truncations {
 		return -1, false
 	}
 	l.mu.RLock()

@@ -866,7 +866,7 @@ func TestCleanDropsAbortedTransactions(t *testing.T) {
 
 	// An open transaction bounds the cleaning.
 	l.SetFirstUnstableOffset(info.FirstOffset)
-	if c := l.cleanState(time.UnixMilli(10_000)); c.FirstUncleanableOffset > info.FirstOffset {
+	if c := newCleanState(l, time.UnixMilli(10_000)); c.FirstUncleanableOffset > info.FirstOffset {
 		t.Fatalf("first uncleanable offset %d above the open transaction at %d", c.FirstUncleanableOffset, info.FirstOffset)
 	}
 }

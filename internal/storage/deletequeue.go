@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/strata-io/strata/internal/vfs"
@@ -21,7 +22,11 @@ type deleteQueue struct {
 	// dir returns the log's directory now: the Manager moves it when it
 	// deletes the log, and the retired files move with it.
 	dir func() string
-	mu  struct {
+	// cfg is the log's configuration (file.delete.delay.ms), and fail
+	// takes the log offline.
+	cfg  *atomic.Pointer[Config]
+	fail func(op string, err error) error
+	mu   struct {
 		sync.Mutex
 		pending map[*pendingDelete]struct{}
 	}
@@ -36,15 +41,16 @@ type pendingDelete struct {
 
 // retire takes segments out of use: their files are renamed "*.deleted" at
 // once (so their names can be reused and a restart removes them) and
-// closed and removed after delay. It returns the first failed rename, which
-// takes the log offline; the caller holds the log's appendMu and
-// commit.syncMu and has removed segs from its segment list.
-func (q *deleteQueue) retire(segs []*segment, delay time.Duration) error {
+// closed and removed after file.delete.delay.ms. A failed rename takes the
+// log offline. The caller holds the log's appendMu and commit.syncMu and
+// has removed segs from its segment list.
+func (q *deleteQueue) retire(segs []*segment) error {
+	delay := time.Duration(q.cfg.Load().FileDeleteDelayMs) * time.Millisecond
 	dir := q.dir()
 	for _, s := range segs {
 		for _, p := range s.paths(dir) {
 			if err := q.fs.Rename(p, p+deletedSuffix); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return err
+				return q.fail("renaming deleted segment", err)
 			}
 		}
 		pd := &pendingDelete{seg: s}

@@ -133,7 +133,7 @@ func (g *groupCommit) linger() {
 // flushUptoOffsetExclusive(newSegment.baseOffset). The active segment is
 // left to Flush, flush.messages and flush.ms, and flush.ms's clock is not
 // reset. The Manager's flusher calls it after a roll, off the append path.
-// The rolled data is synced first without commit.syncMu (presyncRolled), then
+// The rolled data is synced first without commit.syncMu, then
 // again, with the indexes and the rest, under commit.syncMu, which Flush callers
 // and the mutators that remove segments share. A failed fsync takes the
 // log offline, as Flush's does.
@@ -141,24 +141,16 @@ func (l *Log) FlushRolled() error {
 	if err := l.Offline(); err != nil {
 		return err
 	}
-	if err := l.presyncRolled(); err != nil {
-		return err
-	}
-	l.commit.syncMu.Lock()
-	defer l.commit.syncMu.Unlock()
-	return l.flushLocked(true)
-}
-
-// presyncRolled syncs the data of the rolled segments from the one holding
-// the recovery point on, without commit.syncMu: the bulk of their writeback (up
-// to a segment's worth) happens here, while retention, DeleteRecords and
-// truncation, which take commit.syncMu under appendMu, go on; the locked round
-// after it then finds little to write. The segments stay marked dirty, so
-// the locked round syncs each again and alone decides what is durable. A
-// segment removed meanwhile has its file closed under it: that error is
-// no fault. Any other takes the log offline, as a failed fsync must (its
-// pages may be marked clean without being written).
-func (l *Log) presyncRolled() error {
+	// Sync the data of the rolled segments from the one holding the
+	// recovery point on, without the fsync lock: the bulk of their
+	// writeback (up to a segment's worth) happens here, while retention,
+	// DeleteRecords and truncation, which take it under appendMu, go on;
+	// the locked round after it then finds little to write. The segments
+	// stay marked dirty, so the locked round syncs each again and alone
+	// decides what is durable. A segment removed meanwhile has its file
+	// closed under it: that error is no fault. Any other takes the log
+	// offline, as a failed fsync must (its pages may be marked clean
+	// without being written).
 	segs := l.segmentList()
 	for i := floorSegment(segs, l.recoveryPoint.Load()); i < len(segs)-1; i++ {
 		s := segs[i]
@@ -169,7 +161,9 @@ func (l *Log) presyncRolled() error {
 			return l.fail("syncing segment "+segmentName(s.baseOffset), err)
 		}
 	}
-	return nil
+	l.commit.syncMu.Lock()
+	defer l.commit.syncMu.Unlock()
+	return l.flushLocked(true)
 }
 
 // flushLocked syncs everything appended so far or, when rolledOnly, every

@@ -156,7 +156,7 @@ func OpenLog(fs vfs.FS, dir string, cfg Config, opts LogOptions) (*Log, error) {
 	}
 	l.logger = l.logger.With("topic", tp.Topic, "partition", tp.Partition)
 	l.snapshots.fs = fs
-	l.deletes.fs, l.deletes.logger, l.deletes.dir = fs, l.logger, l.Dir
+	l.deletes.fs, l.deletes.logger, l.deletes.dir, l.deletes.cfg, l.deletes.fail = fs, l.logger, l.Dir, &l.cfg, l.fail
 	if l.now == nil {
 		l.now = time.Now
 	}
@@ -426,10 +426,10 @@ func (l *Log) writeEpochsLocked() error {
 	return nil
 }
 
-// openFiles returns how many descriptors the log's segments hold.
-func (l *Log) openFiles() int {
+// openFiles returns how many descriptors segs hold.
+func openFiles(segs []*segment) int {
 	n := 0
-	for _, s := range l.segmentList() {
+	for _, s := range segs {
 		n += s.openFiles()
 	}
 	return n

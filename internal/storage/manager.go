@@ -319,7 +319,7 @@ func (m *Manager) logOpened(clean bool, took time.Duration) {
 func (m *Manager) OpenFiles() int {
 	n := 0
 	for _, l := range m.Logs() {
-		n += l.openFiles()
+		n += openFiles(l.segmentList())
 	}
 	return n
 }

@@ -149,7 +149,7 @@ func TestManagerCrashRecoversOnlyWhatNeedsIt(t *testing.T) {
 		if st := l.recovery; st.segmentsScanned != 0 || st.bytesScanned != 0 || st.indexesRebuilt != 0 || st.corrupt() {
 			t.Fatalf("empty-%d: %+v", p, st)
 		}
-		if n := l.openFiles(); n != 1 {
+		if n := openFiles(l.segmentList()); n != 1 {
 			t.Fatalf("empty-%d keeps %d files open, want its .log only", p, n)
 		}
 	}
@@ -279,8 +279,8 @@ func TestKilledManagerResumesFromIndexes(t *testing.T) {
 	}
 	for p := range int32(50) {
 		l, _ := rm.Log("empty", p)
-		if st := l.recovery; st.bytesScanned != 0 || st.segmentsScanned != 0 || l.openFiles() != 1 {
-			t.Fatalf("empty-%d: %+v, %d open files", p, st, l.openFiles())
+		if st := l.recovery; st.bytesScanned != 0 || st.segmentsScanned != 0 || openFiles(l.segmentList()) != 1 {
+			t.Fatalf("empty-%d: %+v, %d open files", p, st, openFiles(l.segmentList()))
 		}
 	}
 	// The recovered logs take appends, and a clean close trims the index.

@@ -13,16 +13,6 @@ import (
 // file.delete.delay.ms.
 func (l *Log) PendingDeletes() int { return l.deletes.len() }
 
-// retireLocked hands segments the caller removed from l.segments to the
-// delete queue. l.appendMu and l.commit.syncMu must be held.
-func (l *Log) retireLocked(segs []*segment) error {
-	delay := time.Duration(l.cfg.Load().FileDeleteDelayMs) * time.Millisecond
-	if err := l.deletes.retire(segs, delay); err != nil {
-		return l.fail("renaming deleted segment", err)
-	}
-	return nil
-}
-
 // deletePrefixLocked retires the first n segments (never the active one)
 // and advances the log start offset to at least the next base offset.
 // l.appendMu must be held.
@@ -48,7 +38,7 @@ func (l *Log) deletePrefixLocked(n int, reasons []string) error {
 		l.logger.Info("deleting segment", "base_offset", s.baseOffset, "size", s.size.Load(), "reason", reasons[i],
 			"log_start_offset", newStart)
 	}
-	if err := l.retireLocked(segs[:n]); err != nil {
+	if err := l.deletes.retire(segs[:n]); err != nil {
 		return err
 	}
 	if epochsChanged {
@@ -242,7 +232,7 @@ func (l *Log) TruncateTo(offset int64) error {
 		l.logger.Info("deleting segment", "base_offset", r.baseOffset, "size", r.size.Load(), "reason",
 			fmt.Sprintf("truncation to %d", offset))
 	}
-	if err := l.retireLocked(removed); err != nil {
+	if err := l.deletes.retire(removed); err != nil {
 		return err
 	}
 	if len(removed) > 0 {
@@ -314,7 +304,7 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	old := l.segments
 	l.cleaner.truncations.Add(1)
 	l.cleaner.checkpoint.Store(offset)
-	if err := l.retireLocked(old); err != nil {
+	if err := l.deletes.retire(old); err != nil {
 		return err
 	}
 	s, err := createSegment(l.fs, l.Dir(), offset, l.cfg.Load(), l.now())

@@ -1,6 +1,8 @@
 package storage
 
 import (
+	"log/slog"
+
 	"github.com/strata-io/strata/internal/record"
 )
 
@@ -42,7 +44,7 @@ func (l *Log) OffsetForTimestamp(ts int64) (offset int64, timestamp int64, ok bo
 		if !found {
 			continue
 		}
-		if off, rts, ok := l.recordAtOrAfter(s, batchPos, &h, ts, logStart, false); ok {
+		if off, rts, ok := s.recordAtOrAfter(batchPos, &h, ts, logStart, false, l.budget, l.logger); ok {
 			return off, rts, true
 		}
 	}
@@ -73,7 +75,7 @@ func (l *Log) MaxTimestamp() (ts int64, offset int64) {
 	if err != nil || !found {
 		return bestTS, batchLast
 	}
-	if off, _, ok := l.recordAtOrAfter(best, pos, &h, bestTS, l.logStartOffset.Load(), true); ok {
+	if off, _, ok := best.recordAtOrAfter(pos, &h, bestTS, l.logStartOffset.Load(), true, l.budget, l.logger); ok {
 		return bestTS, off
 	}
 	return bestTS, batchLast
@@ -84,8 +86,10 @@ func (l *Log) MaxTimestamp() (ts int64, offset int64) {
 // a compressed batch through a bounded decoder. When the records cannot be
 // read (the batch fails record.ScanStored: corruption an older version or a
 // bug let in), it reports the batch with its offset and answers for the
-// whole batch, as Kafka answers for a batch it does not open.
-func (l *Log) recordAtOrAfter(s *segment, pos int64, h *record.Header, ts, minOffset int64, exact bool) (int64, int64, bool) {
+// whole batch, as Kafka answers for a batch it does not open. budget and
+// logger are the log's.
+func (s *segment) recordAtOrAfter(pos int64, h *record.Header, ts, minOffset int64, exact bool,
+	budget *record.Budget, logger *slog.Logger) (int64, int64, bool) {
 	matches := func(t int64) bool { return t == ts || !exact && t > ts }
 	if h.Attributes&record.TimestampTypeLogAppend != 0 {
 		// Every record carries the batch's timestamp.
@@ -95,7 +99,7 @@ func (l *Log) recordAtOrAfter(s *segment, pos int64, h *record.Header, ts, minOf
 	if err == nil {
 		var off, rts int64
 		found := false
-		_, err = record.ScanStored(batch, h, l.budget, func(offset, t int64) bool {
+		_, err = record.ScanStored(batch, h, budget, func(offset, t int64) bool {
 			if offset >= minOffset && matches(t) {
 				off, rts, found = offset, t, true
 				return false
@@ -109,7 +113,7 @@ func (l *Log) recordAtOrAfter(s *segment, pos int64, h *record.Header, ts, minOf
 			return -1, -1, false
 		}
 	}
-	l.logger.Warn("cannot read the records of a batch for a timestamp lookup; answering for the whole batch",
+	logger.Warn("cannot read the records of a batch for a timestamp lookup; answering for the whole batch",
 		"base_offset", h.BaseOffset, "last_offset", h.LastOffset(), "err", err)
 	if exact {
 		return h.LastOffset(), h.MaxTimestamp, true
