@@ -44,7 +44,7 @@
 // Segment roll, under the append lock with the log end offset leo:
 //
 //	data := state.Snapshot()                  // serialised here, under the lock
-//	storage.WriteSnapshot(leo, data)          // may be written after unlocking
+//	log.Snapshots().Write(leo, data)          // may be written after unlocking
 //
 // Also at clean shutdown, at the log end offset.
 //

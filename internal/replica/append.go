@@ -58,7 +58,7 @@ func (p *Partition) appendProduced(records []byte, acks int16, verify bool, guar
 		// Written outside the lock, and fsynced by the roll's background
 		// flush, not here. A snapshot only spares recovery a scan;
 		// without it the state is rebuilt from an older one or the log.
-		if err := p.log.WriteRollSnapshot(res.RolledTo, snapshot); err != nil {
+		if err := p.log.Snapshots().WriteRoll(res.RolledTo, snapshot); err != nil {
 			p.opts.Logger.Warn("writing producer snapshot", "topic", p.Topic, "partition", p.Index, "offset", res.RolledTo, "err", err)
 		}
 	}

@@ -149,7 +149,7 @@ func (p *Partition) AppendAsFollower(leaderEpoch int32, batches []byte) (int64, 
 	if snapshot != nil {
 		// Under the append lock, unlike the leader's: a follower's appends
 		// wait for nobody, and the snapshot must precede the next roll's.
-		if err := p.log.WriteRollSnapshot(info.RolledTo, snapshot); err != nil {
+		if err := p.log.Snapshots().WriteRoll(info.RolledTo, snapshot); err != nil {
 			p.opts.Logger.Warn("writing producer snapshot", "topic", p.Topic, "partition", p.Index, "offset", info.RolledTo, "err", err)
 		}
 	}

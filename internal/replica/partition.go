@@ -174,12 +174,12 @@ func (p *Partition) rebuildProducers() error {
 		offset  int64
 		loaded  bool
 	)
-	offs := p.log.SnapshotOffsets()
+	offs := p.log.Snapshots().Offsets()
 	for i := len(offs) - 1; i >= 0 && !loaded; i-- {
 		if offs[i] > suspect {
 			continue
 		}
-		data, rerr := p.log.ReadSnapshot(offs[i])
+		data, rerr := p.log.Snapshots().Read(offs[i])
 		if rerr != nil {
 			continue
 		}
@@ -415,13 +415,13 @@ func (p *Partition) SnapshotProducers() error {
 	// As Kafka's takeSnapshot, only when the log moved since the last
 	// snapshot; and not at all for an empty log without producers, which
 	// has nothing for recovery to skip.
-	if offs := p.log.SnapshotOffsets(); len(offs) > 0 && offs[len(offs)-1] == end {
+	if offs := p.log.Snapshots().Offsets(); len(offs) > 0 && offs[len(offs)-1] == end {
 		return nil
 	}
 	if none && end == p.log.LogStartOffset() {
 		return nil
 	}
-	return p.log.WriteSnapshot(end, data)
+	return p.log.Snapshots().Write(end, data)
 }
 
 // ExpireProducers forgets producers idle for longer than expirationMs

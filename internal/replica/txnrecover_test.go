@@ -127,8 +127,8 @@ func TestAbortedIndexRebuiltAfterCrash(t *testing.T) {
 	truth := l.AbortedTxns(0, l.LogEndOffset())
 	bases := l.SegmentBaseOffsets()
 	leo := l.LogEndOffset()
-	if len(bases) < 8 || len(truth) < 8 || len(l.SnapshotOffsets()) < 4 {
-		t.Fatalf("%d segments, %d aborted transactions, %d snapshots: want a bigger workload", len(bases), len(truth), len(l.SnapshotOffsets()))
+	if len(bases) < 8 || len(truth) < 8 || len(l.Snapshots().Offsets()) < 4 {
+		t.Fatalf("%d segments, %d aborted transactions, %d snapshots: want a bigger workload", len(bases), len(truth), len(l.Snapshots().Offsets()))
 	}
 	// The live index is what was written.
 	if len(truth) != len(written) {
@@ -195,7 +195,7 @@ func TestAbortedIndexRebuiltAfterCrash(t *testing.T) {
 		}, false},
 		{"power loss mid-log, the recovered segments' .txnindex and roll snapshots lost or empty", storage.LogOptions{RecoveryPoint: mid}, func(t *testing.T, dir string) {
 			// What a power loss leaves of the snapshots a roll wrote and
-			// its flush had not synced yet (WriteRollSnapshot): the replay
+			// its flush had not synced yet (ProducerSnapshots.WriteRoll): the replay
 			// falls back to an older snapshot.
 			removeAll(from(files(t, dir, ".txnindex"), mid))
 			for i, path := range from(files(t, dir, ".snapshot"), mid) {

@@ -150,7 +150,7 @@
 // have no entry.
 //
 // A producer-state snapshot (%020d.snapshot) holds the bytes the producer
-// package gives WriteSnapshot; this package only names, writes (atomically)
+// package gives ProducerSnapshots.Write; this package only names, writes (atomically)
 // and prunes them.
 //
 // # Durability and recovery
@@ -164,7 +164,7 @@
 // one (data, indexes, .txnindex, directory entries) and moves the recovery
 // point to the active segment's base offset, as Kafka's roll schedules
 // flushUptoOffsetExclusive(newSegment.baseOffset), and syncs the producer
-// snapshot the roll wrote unsynced (WriteRollSnapshot); the Manager also queues
+// snapshot the roll wrote unsynced (ProducerSnapshots.WriteRoll); the Manager also queues
 // at open every log whose recovery point is below its active segment. The
 // Manager writes the recovery points to recovery-point-offset-checkpoint
 // every log.flush.offset.checkpoint.interval.ms (60 s) and at Close, so a

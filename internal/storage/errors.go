@@ -41,7 +41,7 @@ var (
 	// names the record. Broker: INVALID_RECORD, as Kafka answers since
 	// KIP-467. It is the record package's error.
 	ErrNullKey = record.ErrNullKey
-	// ErrNoSnapshot is returned by ReadSnapshot for an offset with no
+	// ErrNoSnapshot is returned by ProducerSnapshots.Read for an offset with no
 	// snapshot file.
 	ErrNoSnapshot = errors.New("storage: no such producer snapshot")
 )

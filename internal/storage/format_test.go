@@ -127,7 +127,7 @@ func TestFormatsByteForByte(t *testing.T) {
 	if got := readFile(t, seg1+".log"); !bytes.Equal(got, concat(batches[8], batches[9])) {
 		t.Fatal("active .log differs")
 	}
-	if err := l.WriteSnapshot(20, []byte("producer state")); err != nil {
+	if err := l.Snapshots().Write(20, []byte("producer state")); err != nil {
 		t.Fatal(err)
 	}
 

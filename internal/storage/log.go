@@ -72,7 +72,7 @@ type Log struct {
 
 	appendMu sync.Mutex
 	// snapshots are the producer-state snapshot files (snapshot.go).
-	snapshots producerSnapshots
+	snapshots ProducerSnapshots
 	// txns is the aborted-transaction index (txnindex.go).
 	txns txnIndex
 	// commit is the log's group commit (flush.go).
@@ -155,7 +155,14 @@ func OpenLog(fs vfs.FS, dir string, cfg Config, opts LogOptions) (*Log, error) {
 		l.logger = slog.Default()
 	}
 	l.logger = l.logger.With("topic", tp.Topic, "partition", tp.Partition)
-	l.snapshots.fs = fs
+	l.snapshots.fs, l.snapshots.dir, l.snapshots.name = fs, l.Dir, l.String()
+	l.snapshots.offline, l.snapshots.logEnd = l.Offline, &l.logEndOffset
+	l.snapshots.wroteUnsynced = func() {
+		l.unflushedDir.Store(true)
+		if l.rolled != nil {
+			l.rolled(l)
+		}
+	}
 	l.deletes.fs, l.deletes.logger, l.deletes.dir, l.deletes.cfg, l.deletes.fail = fs, l.logger, l.Dir, &l.cfg, l.fail
 	if l.now == nil {
 		l.now = time.Now

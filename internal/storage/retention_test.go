@@ -146,7 +146,7 @@ func TestDeleteRecordsBefore(t *testing.T) {
 	buildLog(t, l, 100, rand.New(rand.NewPCG(5, 5)))
 	l.AssignEpoch(7, l.LogEndOffset())
 	for _, o := range []int64{0, 50, 120} {
-		if err := l.WriteSnapshot(o, []byte{byte(o)}); err != nil {
+		if err := l.Snapshots().Write(o, []byte{byte(o)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -175,7 +175,7 @@ func TestDeleteRecordsBefore(t *testing.T) {
 			wantSnaps = append(wantSnaps, o)
 		}
 	}
-	if got := l.SnapshotOffsets(); fmt.Sprint(got) != fmt.Sprint(wantSnaps) {
+	if got := l.Snapshots().Offsets(); fmt.Sprint(got) != fmt.Sprint(wantSnaps) {
 		t.Fatalf("snapshots %v, want %v (log start %d)", got, wantSnaps, target)
 	}
 	if _, err := l.DeleteRecordsBefore(l.LogEndOffset() + 1); !errors.Is(err, ErrOffsetOutOfRange) {
@@ -198,7 +198,7 @@ func TestTruncateAcrossSegments(t *testing.T) {
 			stored = append(stored, b)
 		}
 		for _, o := range []int64{10, 100, 200, l.LogEndOffset()} {
-			l.WriteSnapshot(o, []byte("s"))
+			l.Snapshots().Write(o, []byte("s"))
 		}
 		// Truncate into the middle of a batch in an early segment.
 		h, _ := record.ParseHeader(stored[60])
@@ -220,7 +220,7 @@ func TestTruncateAcrossSegments(t *testing.T) {
 		if e := l.Epochs(); len(e) != 2 || e[1] != (EpochEntry{1, 30}) && e[1].Epoch != 1 {
 			t.Fatalf("epochs %v", e)
 		}
-		for _, o := range l.SnapshotOffsets() {
+		for _, o := range l.Snapshots().Offsets() {
 			if o > want {
 				t.Fatalf("snapshot %d above the end survived", o)
 			}
@@ -256,12 +256,12 @@ func TestTruncateFullyAndStartAt(t *testing.T) {
 	l := openTestLog(t, fs, "/d/t-0", testConfig(), LogOptions{})
 	defer l.Close()
 	buildLog(t, l, 50, rand.New(rand.NewPCG(7, 7)))
-	l.WriteSnapshot(5, nil)
+	l.Snapshots().Write(5, nil)
 	if err := l.TruncateFullyAndStartAt(1000); err != nil {
 		t.Fatal(err)
 	}
 	if l.LogStartOffset() != 1000 || l.LogEndOffset() != 1000 || l.RecoveryPoint() != 1000 || l.NumSegments() != 1 ||
-		len(l.Epochs()) != 0 || len(l.SnapshotOffsets()) != 0 {
+		len(l.Epochs()) != 0 || len(l.Snapshots().Offsets()) != 0 {
 		t.Fatalf("start %d end %d segs %d", l.LogStartOffset(), l.LogEndOffset(), l.NumSegments())
 	}
 	if info := mustAppend(t, l, makeBatch(t, spec{}), leader(1)); info.FirstOffset != 1000 {

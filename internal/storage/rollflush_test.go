@@ -344,7 +344,7 @@ func TestWriteRollSnapshotSyncedByFlush(t *testing.T) {
 	fillSegments(t, l, 3)
 	active := l.SegmentBaseOffsets()[2]
 	data := []byte("a producer snapshot's bytes")
-	if err := l.WriteRollSnapshot(active, data); err != nil {
+	if err := l.Snapshots().WriteRoll(active, data); err != nil {
 		t.Fatal(err)
 	}
 	path := snapshotPath(l.Dir(), active)
@@ -364,14 +364,14 @@ func TestWriteRollSnapshotSyncedByFlush(t *testing.T) {
 		return err == nil && bytes.Equal(got, data) && l.RecoveryPoint() == active, fmt.Sprintf("%q, %v, recovery point %d", got, err, l.RecoveryPoint())
 	})
 	r := openTestLog(t, crashed, filepath.Join(dir, "orders-0"), cfg, LogOptions{RecoveryPoint: active})
-	if offs := r.SnapshotOffsets(); !slices.Contains(offs, active) {
+	if offs := r.Snapshots().Offsets(); !slices.Contains(offs, active) {
 		t.Fatalf("snapshots %v after the crash, want %d", offs, active)
 	}
 	r.Close()
 	// Already at the recovery point: a snapshot written now is synced by
 	// a round of its own.
 	data2 := []byte("written again")
-	if err := l.WriteRollSnapshot(active, data2); err != nil {
+	if err := l.Snapshots().WriteRoll(active, data2); err != nil {
 		t.Fatal(err)
 	}
 	poll.Until(t, 20*time.Second, "the second snapshot to be durable", func() bool {

@@ -8,77 +8,89 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/strata-io/strata/internal/vfs"
 )
 
-// producerSnapshots are a log's producer-state snapshot files
+// ProducerSnapshots are a log's producer-state snapshot files
 // (%020d.snapshot), which the producer package encodes: this type only
-// names, writes (atomically), syncs and prunes them. It is owned by its
-// Log. fileMu serializes the files' changes; the log takes it after
-// appendMu and before commit.syncMu, so that a truncation or retention sees no
-// snapshot written beside it. mu is a leaf: taken under any of the log's
-// locks, and none under it.
-type producerSnapshots struct {
+// names, writes (atomically), syncs and prunes them. It belongs to its
+// Log (Log.Snapshots), and its methods may be called concurrently with
+// everything, Append included. fileMu serializes the files' changes; the
+// log takes it after appendMu and before commit.syncMu, so that a
+// truncation or retention sees no snapshot written beside it. mu is a
+// leaf: taken under any of the log's locks, and none under it.
+type ProducerSnapshots struct {
 	fs     vfs.FS
 	fileMu sync.Mutex
 	mu     struct {
 		sync.Mutex
 		// offsets are those of the snapshot files, ascending.
 		offsets []int64
-		// unsynced are the offsets of the snapshots WriteRollSnapshot
-		// wrote since the last flush.
+		// unsynced are the offsets of the snapshots WriteRoll wrote
+		// since the last flush.
 		unsynced map[int64]struct{}
 	}
+
+	// Set by OpenLog: the log's directory now, its name (for errors),
+	// whether it is offline, its end offset, and what an unsynced write
+	// tells it (the next flush syncs the directory; the Manager queues
+	// the log for its roll flusher).
+	dir           func() string
+	name          string
+	offline       func() error
+	logEnd        *atomic.Int64
+	wroteUnsynced func()
 }
 
 func snapshotPath(dir string, offset int64) string {
 	return filepath.Join(dir, segmentName(offset)+snapshotSuffix)
 }
 
-// WriteSnapshot stores a producer-state snapshot taken at offset (the state
-// after every batch below it) as "%020d.snapshot", atomically. data belongs
-// to the caller. It may run concurrently with Append.
-func (l *Log) WriteSnapshot(offset int64, data []byte) error {
-	return l.writeSnapshot(offset, data, true)
+// Snapshots returns the log's producer-state snapshots.
+func (l *Log) Snapshots() *ProducerSnapshots { return &l.snapshots }
+
+// Write stores a producer-state snapshot taken at offset (the state after
+// every batch below it) as "%020d.snapshot", atomically. data belongs to
+// the caller.
+func (x *ProducerSnapshots) Write(offset int64, data []byte) error {
+	return x.write(offset, data, true)
 }
 
-// WriteRollSnapshot is WriteSnapshot for the snapshot a roll takes at the
-// new segment's base offset, without an fsync on the caller's path, as
-// Kafka's roll takes it (takeSnapshot without a flush) and syncs it in the
-// flush it schedules: the file is renamed into place unsynced, and the
-// next flush of the log syncs it and its directory entry; the log is
-// queued for the Manager's roll flusher again to make that soon. A power
-// loss before then may leave the file empty or torn, which its CRC shows:
-// the replica then falls back to an older snapshot.
-func (l *Log) WriteRollSnapshot(offset int64, data []byte) error {
-	return l.writeSnapshot(offset, data, false)
+// WriteRoll is Write for the snapshot a roll takes at the new segment's
+// base offset, without an fsync on the caller's path, as Kafka's roll
+// takes it (takeSnapshot without a flush) and syncs it in the flush it
+// schedules: the file is renamed into place unsynced, and the next flush
+// of the log syncs it and its directory entry; the log is queued for the
+// Manager's roll flusher again to make that soon. A power loss before then
+// may leave the file empty or torn, which its CRC shows: the replica then
+// falls back to an older snapshot.
+func (x *ProducerSnapshots) WriteRoll(offset int64, data []byte) error {
+	return x.write(offset, data, false)
 }
 
-func (l *Log) writeSnapshot(offset int64, data []byte, sync bool) error {
-	l.snapshots.fileMu.Lock()
-	defer l.snapshots.fileMu.Unlock()
-	if err := l.Offline(); err != nil {
+func (x *ProducerSnapshots) write(offset int64, data []byte, sync bool) error {
+	x.fileMu.Lock()
+	defer x.fileMu.Unlock()
+	if err := x.offline(); err != nil {
 		return err
 	}
-	if leo := l.logEndOffset.Load(); offset < 0 || offset > leo {
-		return fmt.Errorf("storage: snapshot at %d outside [0, %d] of %s", offset, leo, l)
+	if leo := x.logEnd.Load(); offset < 0 || offset > leo {
+		return fmt.Errorf("storage: snapshot at %d outside [0, %d] of %s", offset, leo, x.name)
 	}
-	if err := l.snapshots.writeLocked(l.Dir(), offset, data, sync); err != nil {
-		return fmt.Errorf("storage: writing snapshot %d of %s: %w", offset, l, err)
+	if err := x.writeLocked(x.dir(), offset, data, sync); err != nil {
+		return fmt.Errorf("storage: writing snapshot %d of %s: %w", offset, x.name, err)
 	}
 	if !sync {
-		l.unflushedDir.Store(true)
-		if l.rolled != nil {
-			l.rolled(l)
-		}
+		x.wroteUnsynced()
 	}
 	return nil
 }
 
 // writeLocked writes the snapshot at offset in dir, synced or not (then
 // the next sync syncs it). x.fileMu must be held.
-func (x *producerSnapshots) writeLocked(dir string, offset int64, data []byte, sync bool) error {
+func (x *ProducerSnapshots) writeLocked(dir string, offset int64, data []byte, sync bool) error {
 	path := snapshotPath(dir, offset)
 	if x.has(offset) {
 		// A broker that restarts without appends (or a partition that
@@ -127,10 +139,10 @@ func writeFileRenamed(fs vfs.FS, name string, data []byte) error {
 	return fs.Rename(tmp, name)
 }
 
-// sync syncs the snapshot files WriteRollSnapshot wrote (their directory
+// sync syncs the snapshot files WriteRoll wrote (their directory
 // entries are the caller's: the log's unflushedDir). The log's commit.syncMu
 // must be held.
-func (x *producerSnapshots) sync(dir string) error {
+func (x *ProducerSnapshots) sync(dir string) error {
 	x.mu.Lock()
 	pending := x.mu.unsynced
 	x.mu.unsynced = nil
@@ -154,35 +166,33 @@ func (x *producerSnapshots) sync(dir string) error {
 	return nil
 }
 
-// SnapshotOffsets returns the offsets of the stored snapshots, ascending.
-func (l *Log) SnapshotOffsets() []int64 { return l.snapshots.list() }
-
-func (x *producerSnapshots) list() []int64 {
+// Offsets returns the offsets of the stored snapshots, ascending.
+func (x *ProducerSnapshots) Offsets() []int64 {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return slices.Clone(x.mu.offsets)
 }
 
-func (x *producerSnapshots) has(offset int64) bool {
+func (x *ProducerSnapshots) has(offset int64) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	_, ok := slices.BinarySearch(x.mu.offsets, offset)
 	return ok
 }
 
-// ReadSnapshot returns the snapshot taken at offset, or ErrNoSnapshot.
-func (l *Log) ReadSnapshot(offset int64) ([]byte, error) {
-	l.snapshots.fileMu.Lock()
-	defer l.snapshots.fileMu.Unlock()
-	if !l.snapshots.has(offset) {
-		return nil, fmt.Errorf("%w: %d in %s", ErrNoSnapshot, offset, l)
+// Read returns the snapshot taken at offset, or ErrNoSnapshot.
+func (x *ProducerSnapshots) Read(offset int64) ([]byte, error) {
+	x.fileMu.Lock()
+	defer x.fileMu.Unlock()
+	if !x.has(offset) {
+		return nil, fmt.Errorf("%w: %d in %s", ErrNoSnapshot, offset, x.name)
 	}
-	return vfs.ReadFile(l.fs, snapshotPath(l.Dir(), offset))
+	return vfs.ReadFile(x.fs, snapshotPath(x.dir(), offset))
 }
 
 // deleteLocked removes the snapshots in dir that pred selects. x.fileMu
 // must be held (or the log not yet shared).
-func (x *producerSnapshots) deleteLocked(dir string, pred func(offset int64) bool) error {
+func (x *ProducerSnapshots) deleteLocked(dir string, pred func(offset int64) bool) error {
 	x.mu.Lock()
 	var doomed, kept []int64
 	for _, o := range x.mu.offsets {
@@ -205,7 +215,7 @@ func (x *producerSnapshots) deleteLocked(dir string, pred func(offset int64) boo
 
 // pruneLocked removes the snapshots below the log start offset, keeping
 // the latest snapshot whatever its offset. x.fileMu must be held.
-func (x *producerSnapshots) pruneLocked(dir string, logStart int64) error {
+func (x *ProducerSnapshots) pruneLocked(dir string, logStart int64) error {
 	x.mu.Lock()
 	latest := int64(-1)
 	if n := len(x.mu.offsets); n > 0 {
