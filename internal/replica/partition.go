@@ -155,7 +155,7 @@ func New(topic string, index int32, log *storage.Log, s Settings, opts Options) 
 
 // rebuildProducers loads the newest readable producer snapshot at or
 // below where the log's aborted-transaction index stops being trusted
-// (storage's TxnIndexSuspectFrom: the segments recovery checked after a
+// (storage's TxnIndex.SuspectFrom: the segments recovery checked after a
 // crash, or a torn .txnindex) and replays the batch headers written after
 // it. Markers are read whole, and the index entries of the aborted
 // transactions the replay finds replace those from its start on: a crash
@@ -166,7 +166,7 @@ func New(topic string, index int32, log *storage.Log, s Settings, opts Options) 
 // log start when it finds no snapshot.
 func (p *Partition) rebuildProducers() error {
 	defer p.publishFirstUnstableLocked()
-	suspect := p.log.TxnIndexSuspectFrom()
+	suspect := p.log.TxnIndex().SuspectFrom()
 	var (
 		state   *producer.PartitionState
 		aborted replayedAborts
@@ -195,7 +195,7 @@ func (p *Partition) rebuildProducers() error {
 		return fmt.Errorf("replica: rebuilding producer state of %s-%d: %w", p.Topic, p.Index, err)
 	}
 	p.producers = state
-	if err := p.log.RebuildAbortedTxns(offset, aborted.txns, func(a storage.AbortedTxn) bool {
+	if err := p.log.TxnIndex().Rebuild(offset, aborted.txns, func(a storage.AbortedTxn) bool {
 		return aborted.unknownStart[a.LastOffset]
 	}); err != nil {
 		return fmt.Errorf("replica: rebuilding the aborted-transaction index of %s-%d: %w", p.Topic, p.Index, err)

@@ -135,7 +135,7 @@ func (p *Partition) Read(r ReadRequest) (ReadResult, error) {
 	}
 	res.Region = rr.Region
 	if f == nil && r.ReadCommitted && rr.Region.Len > 0 {
-		res.AbortedTxns = p.log.AbortedTxns(r.Offset, res.Limit)
+		res.AbortedTxns = p.log.TxnIndex().Aborted(r.Offset, res.Limit)
 	}
 	return res, nil
 }

@@ -71,7 +71,7 @@ func BenchmarkReopenAfterCrash(b *testing.B) {
 	}
 	bases := l.SegmentBaseOffsets()
 	active := bases[len(bases)-1]
-	aborted := len(l.AbortedTxns(0, l.LogEndOffset()))
+	aborted := len(l.TxnIndex().Aborted(0, l.LogEndOffset()))
 	tp := storage.TopicPartition{Topic: "orders", Partition: 0}
 	checkpointed := int64(0)
 	for deadline := time.Now().Add(5 * time.Second); checkpointed != active && time.Now().Before(deadline); {
@@ -99,7 +99,7 @@ func BenchmarkReopenAfterCrash(b *testing.B) {
 				if _, err := New("orders", 0, l, Settings{MinInsyncReplicas: 1}, testOptions()); err != nil {
 					b.Fatal(err)
 				}
-				if got := len(l.AbortedTxns(0, l.LogEndOffset())); got != aborted {
+				if got := len(l.TxnIndex().Aborted(0, l.LogEndOffset())); got != aborted {
 					b.Fatalf("%d aborted transactions, want %d", got, aborted)
 				}
 				l.Close()

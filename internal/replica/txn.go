@@ -104,7 +104,7 @@ func (p *Partition) endTxnLocked(h record.Header, m record.Marker) {
 
 // indexAborted adds an aborted transaction to the log's index.
 func (p *Partition) indexAborted(state *producer.PartitionState, done producer.CompletedTxn) {
-	err := p.log.AppendAbortedTxn(abortedEntry(state, done))
+	err := p.log.TxnIndex().Append(abortedEntry(state, done))
 	if err != nil {
 		p.opts.Logger.Warn("indexing an aborted transaction", "topic", p.Topic, "partition", p.Index, "offset", done.LastOffset, "err", err)
 	}
@@ -127,7 +127,7 @@ func abortedEntry(state *producer.PartitionState, done producer.CompletedTxn) st
 func (p *Partition) publishFirstUnstableLocked() {
 	f := p.producers.FirstUnstableOffset()
 	p.firstUnstable.Store(f)
-	p.log.SetFirstUnstableOffset(f)
+	p.log.TxnIndex().SetFirstUnstableOffset(f)
 }
 
 // LastStableOffset is the offset below which every transaction is decided:

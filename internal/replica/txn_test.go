@@ -84,7 +84,7 @@ func TestTransactionsOnTheLeader(t *testing.T) {
 	l = openLog(t, dir)
 	defer l.Close()
 	p = newLeader(t, l, Settings{MinInsyncReplicas: 1})
-	if got := l.AbortedTxns(0, 100); !slices.Equal(got, want) {
+	if got := l.TxnIndex().Aborted(0, 100); !slices.Equal(got, want) {
 		t.Fatalf("after recovery: %+v, want %+v", got, want)
 	}
 	if lso := p.LastStableOffset(); lso != 9 {

@@ -124,7 +124,7 @@ func TestAbortedIndexRebuiltAfterCrash(t *testing.T) {
 	l := openSmallLog(t, base, storage.LogOptions{})
 	p := newLeader(t, l, Settings{MinInsyncReplicas: 1})
 	written := abortWorkload(t, p)
-	truth := l.AbortedTxns(0, l.LogEndOffset())
+	truth := l.TxnIndex().Aborted(0, l.LogEndOffset())
 	bases := l.SegmentBaseOffsets()
 	leo := l.LogEndOffset()
 	if len(bases) < 8 || len(truth) < 8 || len(l.Snapshots().Offsets()) < 4 {
@@ -243,7 +243,7 @@ func TestAbortedIndexRebuiltAfterCrash(t *testing.T) {
 			if got := l.LogEndOffset(); got != wantEnd {
 				t.Fatalf("log end %d, want %d", got, wantEnd)
 			}
-			if got := l.AbortedTxns(0, wantEnd); !slices.Equal(got, want) {
+			if got := l.TxnIndex().Aborted(0, wantEnd); !slices.Equal(got, want) {
 				t.Fatalf("aborted transactions\n got %+v\nwant %+v", got, want)
 			}
 			// What a read_committed fetch of each segment is told.
@@ -276,7 +276,7 @@ func TestAbortedIndexRebuiltAfterCrash(t *testing.T) {
 				t.Fatal(err)
 			}
 			l = openSmallLog(t, dir, storage.LogOptions{CleanShutdown: true})
-			if got := l.AbortedTxns(0, wantEnd); !slices.Equal(got, want) {
+			if got := l.TxnIndex().Aborted(0, wantEnd); !slices.Equal(got, want) {
 				t.Fatalf("reopened: %+v, want %+v", got, want)
 			}
 		})

@@ -851,7 +851,7 @@ func TestCleanDropsAbortedTransactions(t *testing.T) {
 	binary.BigEndian.PutUint32(txn[17:], record.Checksum(txn))
 	info := mustAppend(t, l, txn, leader(1))
 	marker := mustAppend(t, l, record.BuildMarker(nil, 5, 0, false, 0, 200), leader(1))
-	if err := l.AppendAbortedTxn(AbortedTxn{ProducerID: 5, FirstOffset: info.FirstOffset, LastOffset: marker.FirstOffset, LastStableOffset: marker.FirstOffset + 1}); err != nil {
+	if err := l.TxnIndex().Append(AbortedTxn{ProducerID: 5, FirstOffset: info.FirstOffset, LastOffset: marker.FirstOffset, LastStableOffset: marker.FirstOffset + 1}); err != nil {
 		t.Fatal(err)
 	}
 	fillTo(t, l, 3, 300, &written)
@@ -865,7 +865,7 @@ func TestCleanDropsAbortedTransactions(t *testing.T) {
 	}
 
 	// An open transaction bounds the cleaning.
-	l.SetFirstUnstableOffset(info.FirstOffset)
+	l.TxnIndex().SetFirstUnstableOffset(info.FirstOffset)
 	if c := newCleanState(l, time.UnixMilli(10_000)); c.FirstUncleanableOffset > info.FirstOffset {
 		t.Fatalf("first uncleanable offset %d above the open transaction at %d", c.FirstUncleanableOffset, info.FirstOffset)
 	}

@@ -117,7 +117,7 @@
 // and of any file found torn may be missing or stale: the replica rebuilds
 // them from the log, replaying the producers' state from the newest
 // snapshot at or below them (or the log start) and the markers after it
-// (TxnIndexSuspectFrom, RebuildAbortedTxns), as Kafka's LogLoader rebuilds
+// (TxnIndex.SuspectFrom, TxnIndex.Rebuild), as Kafka's LogLoader rebuilds
 // the transaction index of the segments it recovers. Like Kafka, a file
 // deleted by hand from a segment below the recovery point is not
 // noticed. The cleaner reads it too: an aborted transaction's

@@ -74,7 +74,7 @@ type Log struct {
 	// snapshots are the producer-state snapshot files (snapshot.go).
 	snapshots ProducerSnapshots
 	// txns is the aborted-transaction index (txnindex.go).
-	txns txnIndex
+	txns TxnIndex
 	// commit is the log's group commit (flush.go).
 	commit groupCommit
 
@@ -147,7 +147,7 @@ func OpenLog(fs vfs.FS, dir string, cfg Config, opts LogOptions) (*Log, error) {
 	l.retentionBound.Store(math.MaxInt64)
 	l.highWatermark.Store(max(opts.HighWatermark, -1))
 	l.txns.fs, l.txns.dir, l.txns.name, l.txns.fail = fs, l.Dir, l.String(), l.fail
-	l.txns.recoveryPoint = &l.recoveryPoint
+	l.txns.recoveryPoint, l.txns.writable, l.txns.logEnd, l.txns.segments = &l.recoveryPoint, l.writable, &l.logEndOffset, l.segmentList
 	l.txns.firstUnstable.Store(-1)
 	l.cleaner.checkpoint.Store(max(opts.CleanerCheckpoint, 0))
 	l.cleaner.deleteHorizon.Store(math.MaxInt64)

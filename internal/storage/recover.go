@@ -355,7 +355,7 @@ func (ld *logLoader) setBounds() error {
 	}
 	// The .txnindex entries of a recovered segment may be missing (never
 	// synced) or stale (a torn tail truncated): the replica rebuilds them
-	// from the log (TxnIndexSuspectFrom). Those of the segments before are
+	// from the log (TxnIndex.SuspectFrom). Those of the segments before are
 	// as durable as the segments (Flush syncs them).
 	l.txns.suspectFrom = leo
 	ld.stats.recoveredFrom = -1

@@ -65,7 +65,7 @@ func TestFlushRolledSurvivesPowerLoss(t *testing.T) {
 	fillSegments(t, l, 4)
 	bases := l.SegmentBaseOffsets()
 	aborted := AbortedTxn{ProducerID: 1, FirstOffset: bases[1], LastOffset: bases[1] + 4, LastStableOffset: bases[1] + 5}
-	if err := l.AppendAbortedTxn(aborted); err != nil {
+	if err := l.TxnIndex().Append(aborted); err != nil {
 		t.Fatal(err)
 	}
 	active := bases[len(bases)-1]
@@ -115,10 +115,10 @@ func TestFlushRolledSurvivesPowerLoss(t *testing.T) {
 			if got := batchesBelow(t, r, rp); !slices.EqualFunc(got, want, bytes.Equal) {
 				t.Fatalf("%d batches below the recovery point after the crash, want %d identical ones", len(got), len(want))
 			}
-			if got := r.AbortedTxns(0, r.LogEndOffset()); !slices.Equal(got, []AbortedTxn{aborted}) {
+			if got := r.TxnIndex().Aborted(0, r.LogEndOffset()); !slices.Equal(got, []AbortedTxn{aborted}) {
 				t.Fatalf("aborted transactions %+v, want %+v", got, aborted)
 			}
-			if got := r.TxnIndexSuspectFrom(); got != active {
+			if got := r.TxnIndex().SuspectFrom(); got != active {
 				t.Errorf("TxnIndexSuspectFrom = %d, want %d", got, active)
 			}
 		})

@@ -60,22 +60,30 @@ func decodeTxnIndex(data []byte) []AbortedTxn {
 	return out
 }
 
-// txnIndex is a log's aborted-transaction index: the entries of its
-// .txnindex files, in memory, and which files a flush must sync. It is
-// owned by its Log, which serializes its writers (appendMu) and checks
-// the log is writable; its mu is taken after the log's appendMu,
-// snapshots.fileMu and commit.syncMu, before Log.mu (its methods read the log's
-// directory).
-type txnIndex struct {
-	fs   vfs.FS
-	dir  func() string                    // the log's directory now
-	name string                           // the log's, for errors
-	fail func(op string, err error) error // takes the log offline
+// TxnIndex is a log's aborted-transaction index: the entries of its
+// .txnindex files, in memory, and which files a flush must sync. It
+// belongs to its Log (Log.TxnIndex); its methods may be called
+// concurrently with everything, but the replica serializes Append and
+// Rebuild with the log's appends. Its mu is taken after the log's
+// appendMu, snapshots.fileMu and commit.syncMu, before Log.mu (its
+// methods read the log's directory).
+type TxnIndex struct {
+	// Set by OpenLog: the log's file system, its directory now, its name
+	// (for errors), what takes it offline, why it cannot be written, its
+	// end offset and its segments.
+	fs       vfs.FS
+	dir      func() string
+	name     string
+	fail     func(op string, err error) error
+	writable func() error
+	logEnd   *atomic.Int64
+	segments func() []*segment
+
 	// recoveryPoint is the log's (its flusher's): an entry appended below
 	// it is synced at once.
 	recoveryPoint *atomic.Int64
 	// suspectFrom is where the index stops being trusted after open
-	// (TxnIndexSuspectFrom); set by the log's load, then only read.
+	// (SuspectFrom); set by the log's load, then only read.
 	suspectFrom int64
 	// firstUnstable is SetFirstUnstableOffset's, -1 when none.
 	firstUnstable atomic.Int64
@@ -92,25 +100,28 @@ type txnIndex struct {
 	}
 }
 
-func (x *txnIndex) path(base int64) string {
+func (x *TxnIndex) path(base int64) string {
 	return filepath.Join(x.dir(), segmentName(base)+txnIndexSuffix)
 }
 
-// AppendAbortedTxn adds an aborted transaction to the index of the segment
+// TxnIndex returns the log's aborted-transaction index.
+func (l *Log) TxnIndex() *TxnIndex { return &l.txns }
+
+// Append adds an aborted transaction to the index of the segment
 // holding its marker (t.LastOffset, which must be in the log). The replica
 // calls it under its append lock, right after the marker's append, so the
 // entry is written before any later batch, and before the segment can
 // roll. The entry reaches the file; the next Flush syncs it (a crash may
 // lose it before, and recovery adds it again from the log: see
-// TxnIndexSuspectFrom).
-func (l *Log) AppendAbortedTxn(t AbortedTxn) error {
-	if err := l.writable(); err != nil {
+// SuspectFrom).
+func (x *TxnIndex) Append(t AbortedTxn) error {
+	if err := x.writable(); err != nil {
 		return err
 	}
-	if t.LastOffset >= l.logEndOffset.Load() || t.FirstOffset > t.LastOffset {
-		return fmt.Errorf("storage: aborted transaction %+v outside the log of %s", t, l)
+	if t.LastOffset >= x.logEnd.Load() || t.FirstOffset > t.LastOffset {
+		return fmt.Errorf("storage: aborted transaction %+v outside the log of %s", t, x.name)
 	}
-	segs := l.segmentList()
+	segs := x.segments()
 	i, found := slices.BinarySearchFunc(segs, t.LastOffset, func(s *segment, o int64) int {
 		if s.baseOffset > o {
 			return 1
@@ -123,11 +134,11 @@ func (l *Log) AppendAbortedTxn(t AbortedTxn) error {
 	if !found {
 		i--
 	}
-	return l.txns.append(t, segs[max(i, 0)].baseOffset)
+	return x.append(t, segs[max(i, 0)].baseOffset)
 }
 
 // append writes t to the file of the segment based at base.
-func (x *txnIndex) append(t AbortedTxn, base int64) error {
+func (x *TxnIndex) append(t AbortedTxn, base int64) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if slices.ContainsFunc(x.mu.files[base], func(a AbortedTxn) bool { return a.LastOffset == t.LastOffset }) {
@@ -173,12 +184,12 @@ func (x *txnIndex) append(t AbortedTxn, base int64) error {
 // commitRecoveryPoint syncs the .txnindex files written to, then
 // advances the recovery point from recoveryPoint to target (Flush's last
 // step), under x.mu once no file is left to sync: an entry
-// AppendAbortedTxn notes meanwhile is either synced here or sees the new
+// Append notes meanwhile is either synced here or sees the new
 // recovery point and syncs itself. So every entry whose marker is below
 // the recovery point is durable, and recovery need only rebuild the
 // entries of the segments it recovers, as Kafka's LogSegment.flush syncs
 // its txnIndex. The log's commit.syncMu must be held.
-func (x *txnIndex) commitRecoveryPoint(recoveryPoint, target int64) error {
+func (x *TxnIndex) commitRecoveryPoint(recoveryPoint, target int64) error {
 	for {
 		x.mu.Lock()
 		pending := x.mu.unsynced
@@ -206,7 +217,7 @@ func (x *txnIndex) commitRecoveryPoint(recoveryPoint, target int64) error {
 	}
 }
 
-func (x *txnIndex) sync(base int64) error {
+func (x *TxnIndex) sync(base int64) error {
 	f, err := x.fs.Open(x.path(base))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil // rewritten away (atomically, synced) since
@@ -221,43 +232,43 @@ func (x *txnIndex) sync(base int64) error {
 	return err
 }
 
-// TxnIndexSuspectFrom is the offset from which the aborted-transaction
+// SuspectFrom is the offset from which the aborted-transaction
 // index cannot be trusted after the log opened: the base offset of the
 // first segment recovery checked (whose entries a crash may have lost or
 // left stale), or of a .txnindex file found torn; the log end offset when
 // the whole index is trusted (a clean shutdown). The replica rebuilds the
-// entries from there from the log (RebuildAbortedTxns), replaying the
+// entries from there from the log (Rebuild), replaying the
 // producers' state from a snapshot at or below it, as Kafka's LogLoader
 // rebuilds the transaction index of every segment it recovers.
-func (l *Log) TxnIndexSuspectFrom() int64 { return l.txns.suspectFrom }
+func (x *TxnIndex) SuspectFrom() int64 { return x.suspectFrom }
 
-// RebuildAbortedTxns replaces the index entries whose marker is at or
+// Rebuild replaces the index entries whose marker is at or
 // after from with txns, the aborted transactions a replay of the log from
 // from found (in any order; each with its marker in [from, log end)).
 // keep says which of the replaced entries to keep all the same when txns
 // has none at their marker: those of transactions that began below where
 // the replay started, which it cannot know the first offset of. Changed
 // files are rewritten atomically (synced), emptied ones removed.
-func (l *Log) RebuildAbortedTxns(from int64, txns []AbortedTxn, keep func(AbortedTxn) bool) error {
-	if err := l.writable(); err != nil {
+func (x *TxnIndex) Rebuild(from int64, txns []AbortedTxn, keep func(AbortedTxn) bool) error {
+	if err := x.writable(); err != nil {
 		return err
 	}
-	end := l.logEndOffset.Load()
+	end := x.logEnd.Load()
 	found := map[int64]bool{}
 	for _, t := range txns {
 		if t.LastOffset < from || t.LastOffset >= end || t.FirstOffset > t.LastOffset {
-			return fmt.Errorf("storage: rebuilt aborted transaction %+v outside [%d, %d) of %s", t, from, end, l)
+			return fmt.Errorf("storage: rebuilt aborted transaction %+v outside [%d, %d) of %s", t, from, end, x.name)
 		}
 		found[t.LastOffset] = true
 	}
-	return l.txns.rebuild(l.segmentList(), from, txns, func(a AbortedTxn) bool {
+	return x.rebuild(x.segments(), from, txns, func(a AbortedTxn) bool {
 		return !found[a.LastOffset] && keep != nil && keep(a)
 	})
 }
 
-// rebuild is RebuildAbortedTxns once its arguments are checked: keep says
+// rebuild is Rebuild once its arguments are checked: keep says
 // which replaced entries stay.
-func (x *txnIndex) rebuild(segs []*segment, from int64, txns []AbortedTxn, keep func(AbortedTxn) bool) error {
+func (x *TxnIndex) rebuild(segs []*segment, from int64, txns []AbortedTxn, keep func(AbortedTxn) bool) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	want := map[int64][]AbortedTxn{}
@@ -307,13 +318,11 @@ func (x *txnIndex) rebuild(segs []*segment, from int64, txns []AbortedTxn, keep 
 	return nil
 }
 
-// AbortedTxns returns the aborted transactions a read_committed fetch of
+// Aborted returns the aborted transactions a read_committed fetch of
 // [from, upTo) must know: those whose marker is at or after from and that
 // began before upTo, oldest marker first (Kafka's collectAbortedTxns). The
 // slice is the caller's.
-func (l *Log) AbortedTxns(from, upTo int64) []AbortedTxn { return l.txns.between(from, upTo) }
-
-func (x *txnIndex) between(from, upTo int64) []AbortedTxn {
+func (x *TxnIndex) Aborted(from, upTo int64) []AbortedTxn {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	i, _ := slices.BinarySearchFunc(x.mu.aborted, from, func(a AbortedTxn, o int64) int {
@@ -341,7 +350,7 @@ func (x *txnIndex) between(from, upTo int64) []AbortedTxn {
 
 // rebuildAbortedLocked recomputes the sorted view of every file's entries.
 // x.mu must be held.
-func (x *txnIndex) rebuildAbortedLocked() {
+func (x *TxnIndex) rebuildAbortedLocked() {
 	x.mu.aborted = x.mu.aborted[:0]
 	for _, es := range x.mu.files {
 		x.mu.aborted = append(x.mu.aborted, es...)
@@ -360,7 +369,7 @@ func (x *txnIndex) rebuildAbortedLocked() {
 // filter keeps the entries keep selects, rewriting (or removing) the files
 // that lose some: a truncation keeps those whose marker is below the new
 // end, retention those at or above the log start (no fetch reads below).
-func (x *txnIndex) filter(keep func(AbortedTxn) bool) error {
+func (x *TxnIndex) filter(keep func(AbortedTxn) bool) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	var errs []error
@@ -394,13 +403,13 @@ func (x *txnIndex) filter(keep func(AbortedTxn) bool) error {
 }
 
 // truncate drops the entries whose marker is at or after end.
-func (x *txnIndex) truncate(end int64) error {
+func (x *TxnIndex) truncate(end int64) error {
 	return x.filter(func(a AbortedTxn) bool { return a.LastOffset < end })
 }
 
 // prune drops the entries whose marker is below the log start: no fetch
 // reads there.
-func (x *txnIndex) prune(logStart int64) error {
+func (x *TxnIndex) prune(logStart int64) error {
 	return x.filter(func(a AbortedTxn) bool { return a.LastOffset >= logStart })
 }
 
@@ -408,7 +417,7 @@ func (x *txnIndex) prune(logStart int64) error {
 // the log's bounds [start, end) and suspectFrom; corruption reports a torn
 // file. A file may outlive its segment's base offset (the cleaner merges
 // segments): its entries still count. Nothing else has the log yet.
-func (x *txnIndex) load(names []string, start, end int64, corruption func(msg string, attrs ...any)) error {
+func (x *TxnIndex) load(names []string, start, end int64, corruption func(msg string, attrs ...any)) error {
 	files := map[int64][]AbortedTxn{}
 	dir := x.dir()
 	for _, name := range names {
@@ -458,7 +467,7 @@ func sortedTxnIndex(es []AbortedTxn) bool {
 
 // isAborted reports whether producerID's record at offset belongs to an
 // aborted transaction: an index entry of the producer spans it.
-func (x *txnIndex) isAborted(producerID, offset int64) bool {
+func (x *TxnIndex) isAborted(producerID, offset int64) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	i, _ := slices.BinarySearchFunc(x.mu.aborted, offset, func(a AbortedTxn, o int64) int {
@@ -482,4 +491,4 @@ func (x *txnIndex) isAborted(producerID, offset int64) bool {
 // transaction open on the partition (-1 when none), which the replica
 // tracks: the cleaner stays below it, as Kafka's does, so that records of
 // a transaction not yet decided never shadow older values of their keys.
-func (l *Log) SetFirstUnstableOffset(offset int64) { l.txns.firstUnstable.Store(offset) }
+func (x *TxnIndex) SetFirstUnstableOffset(offset int64) { x.firstUnstable.Store(offset) }

@@ -25,17 +25,17 @@ func TestAbortedTxnIndex(t *testing.T) {
 		{ProducerID: 4, FirstOffset: 150, LastOffset: 190, LastStableOffset: 191},
 	}
 	for _, a := range entries {
-		if err := l.AppendAbortedTxn(a); err != nil {
+		if err := l.TxnIndex().Append(a); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// Appending the same marker again (a replayed log) adds nothing.
-	if err := l.AppendAbortedTxn(entries[1]); err != nil {
+	if err := l.TxnIndex().Append(entries[1]); err != nil {
 		t.Fatal(err)
 	}
 	check := func(l *Log, from, upTo int64, want ...AbortedTxn) {
 		t.Helper()
-		if got := l.AbortedTxns(from, upTo); !slices.Equal(got, want) {
+		if got := l.TxnIndex().Aborted(from, upTo); !slices.Equal(got, want) {
 			t.Fatalf("AbortedTxns(%d, %d) = %+v, want %+v", from, upTo, got, want)
 		}
 	}

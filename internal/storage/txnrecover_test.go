@@ -29,7 +29,7 @@ func TestFlushSyncsTxnIndex(t *testing.T) {
 	fillSegments(t, l, 3)
 	bases := l.SegmentBaseOffsets()
 	first := AbortedTxn{ProducerID: 1, FirstOffset: 2, LastOffset: bases[1] - 1, LastStableOffset: bases[1]}
-	if err := l.AppendAbortedTxn(first); err != nil {
+	if err := l.TxnIndex().Append(first); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Flush(l.LogEndOffset()); err != nil {
@@ -37,7 +37,7 @@ func TestFlushSyncsTxnIndex(t *testing.T) {
 	}
 	// The recovery point is past this marker already.
 	second := AbortedTxn{ProducerID: 2, FirstOffset: bases[1], LastOffset: bases[1] + 4, LastStableOffset: bases[1] + 5}
-	if err := l.AppendAbortedTxn(second); err != nil {
+	if err := l.TxnIndex().Append(second); err != nil {
 		t.Fatal(err)
 	}
 	rp := l.RecoveryPoint()
@@ -46,10 +46,10 @@ func TestFlushSyncsTxnIndex(t *testing.T) {
 
 	l = openTestLog(t, crashed, dir, cfg, LogOptions{RecoveryPoint: rp})
 	defer l.Close()
-	if got, want := l.AbortedTxns(0, l.LogEndOffset()), []AbortedTxn{first, second}; !slices.Equal(got, want) {
+	if got, want := l.TxnIndex().Aborted(0, l.LogEndOffset()), []AbortedTxn{first, second}; !slices.Equal(got, want) {
 		t.Fatalf("after a power loss: %+v, want %+v", got, want)
 	}
-	if got, want := l.TxnIndexSuspectFrom(), bases[len(bases)-1]; got != want {
+	if got, want := l.TxnIndex().SuspectFrom(), bases[len(bases)-1]; got != want {
 		t.Fatalf("TxnIndexSuspectFrom = %d, want %d (the segment holding the recovery point)", got, want)
 	}
 }
@@ -62,7 +62,7 @@ func TestTxnIndexSuspectFrom(t *testing.T) {
 	fillSegments(t, l, 4)
 	bases := l.SegmentBaseOffsets()
 	a := AbortedTxn{ProducerID: 1, FirstOffset: 1, LastOffset: 3, LastStableOffset: 4}
-	if err := l.AppendAbortedTxn(a); err != nil {
+	if err := l.TxnIndex().Append(a); err != nil {
 		t.Fatal(err)
 	}
 	leo := l.LogEndOffset()
@@ -92,10 +92,10 @@ func TestTxnIndexSuspectFrom(t *testing.T) {
 			f.Close()
 		}
 		l := openTestLog(t, vfs.Default, dir, cfg, c.opts)
-		if got := l.TxnIndexSuspectFrom(); got != c.want {
+		if got := l.TxnIndex().SuspectFrom(); got != c.want {
 			t.Errorf("%s: TxnIndexSuspectFrom = %d, want %d", c.name, got, c.want)
 		}
-		if got := l.AbortedTxns(0, leo); !slices.Equal(got, []AbortedTxn{a}) {
+		if got := l.TxnIndex().Aborted(0, leo); !slices.Equal(got, []AbortedTxn{a}) {
 			t.Errorf("%s: entries %+v, want %+v", c.name, got, a)
 		}
 		if err := l.Close(); err != nil {
@@ -117,22 +117,22 @@ func TestRebuildAbortedTxns(t *testing.T) {
 	unknown := AbortedTxn{ProducerID: 3, FirstOffset: 0, LastOffset: bases[2] + 1, LastStableOffset: 9}      // kept: the replay cannot know
 	wrong := AbortedTxn{ProducerID: 4, FirstOffset: bases[2], LastOffset: bases[2] + 3, LastStableOffset: 9} // not an abort: dropped
 	for _, a := range []AbortedTxn{kept, stale, unknown, wrong} {
-		if err := l.AppendAbortedTxn(a); err != nil {
+		if err := l.TxnIndex().Append(a); err != nil {
 			t.Fatal(err)
 		}
 	}
 	fixed := stale
 	fixed.LastStableOffset = stale.LastOffset + 1
 	added := AbortedTxn{ProducerID: 5, FirstOffset: bases[2] + 4, LastOffset: bases[3] + 1, LastStableOffset: bases[3] + 2}
-	err := l.RebuildAbortedTxns(bases[1], []AbortedTxn{added, fixed}, func(a AbortedTxn) bool { return a.LastOffset == unknown.LastOffset })
+	err := l.TxnIndex().Rebuild(bases[1], []AbortedTxn{added, fixed}, func(a AbortedTxn) bool { return a.LastOffset == unknown.LastOffset })
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []AbortedTxn{kept, fixed, unknown, added}
-	if got := l.AbortedTxns(0, l.LogEndOffset()); !slices.Equal(got, want) {
+	if got := l.TxnIndex().Aborted(0, l.LogEndOffset()); !slices.Equal(got, want) {
 		t.Fatalf("rebuilt: %+v, want %+v", got, want)
 	}
-	if err := l.RebuildAbortedTxns(bases[1], []AbortedTxn{{ProducerID: 6, FirstOffset: 0, LastOffset: l.LogEndOffset()}}, nil); err == nil {
+	if err := l.TxnIndex().Rebuild(bases[1], []AbortedTxn{{ProducerID: 6, FirstOffset: 0, LastOffset: l.LogEndOffset()}}, nil); err == nil {
 		t.Fatal("an entry past the log end was taken")
 	}
 	if err := l.Close(); err != nil {
@@ -140,7 +140,7 @@ func TestRebuildAbortedTxns(t *testing.T) {
 	}
 	l = openTestLog(t, vfs.Default, dir, cfg, LogOptions{CleanShutdown: true})
 	defer l.Close()
-	if got := l.AbortedTxns(0, l.LogEndOffset()); !slices.Equal(got, want) {
+	if got := l.TxnIndex().Aborted(0, l.LogEndOffset()); !slices.Equal(got, want) {
 		t.Fatalf("reopened: %+v, want %+v", got, want)
 	}
 	// Each entry in the file of the segment holding its marker.
