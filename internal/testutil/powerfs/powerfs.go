@@ -273,6 +273,19 @@ func flipBit(path string, offset int64, bit uint) error {
 	return nil
 }
 
+// Unsynced reports whether the file at path (relative to Dir) was written
+// since its last sync: whether Tear has something to tear.
+func (f *FS) Unsynced(path string) bool {
+	var st syscall.Stat_t
+	if err := syscall.Lstat(filepath.Join(f.backing, path), &st); err != nil {
+		return false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := f.mu.files[st.Ino]
+	return s != nil && s.lastWrite != nil
+}
+
 // Stats are figures of the undo log, for a test's log.
 type Stats struct {
 	Cuts          int   // power cuts so far

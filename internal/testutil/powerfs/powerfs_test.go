@@ -316,8 +316,14 @@ func TestTearAndFlipBit(t *testing.T) {
 	write(t, a, "synced;", true)
 	write(t, b, "bits", true)
 	syncPath(t, d)
+	if p.Unsynced("a") {
+		t.Fatal("a synced file reported unsynced")
+	}
 	write(t, a, "first;", false)
 	write(t, a, "01234567", false)
+	if !p.Unsynced("a") {
+		t.Fatal("a written file reported synced")
+	}
 	cut(t, p, powerfs.Tear("a"), powerfs.FlipBit("b", 1, 0))
 	// The earlier unsynced write is lost; the torn one's first half lands
 	// past it: a hole of zeros between.
