@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+
 	"github.com/strata-io/strata/internal/record"
 )
 
@@ -85,4 +87,36 @@ func buildBatch(recs []Record, p *Producer, timestampMs int64) []byte {
 		return record.BuildTransactional(nil, p.ID, p.Epoch, rs)
 	}
 	return record.Build(nil, rs)
+}
+
+// AppendError is the error a request answers with when its write failed
+// with err (Kafka's CoordinatorOperationExceptionHelper, and the group and
+// transaction state managers' mappings before it): a coordinator that lost
+// its partition is NOT_COORDINATOR, one whose partition cannot take writes
+// now COORDINATOR_NOT_AVAILABLE, and a write too large for the log an
+// UNKNOWN_SERVER_ERROR; any other Kafka error is answered as it is. It
+// returns nil for a nil err.
+func AppendError(err error) *kerr.Error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, ErrUnloaded) || errors.Is(err, context.Canceled) {
+		return kerr.NotCoordinator
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return kerr.CoordinatorNotAvailable
+	}
+	var ke *kerr.Error
+	if !errors.As(err, &ke) {
+		return kerr.UnknownServerError
+	}
+	switch ke {
+	case kerr.UnknownTopicOrPartition, kerr.NotEnoughReplicas, kerr.NotEnoughReplicasAfterAppend, kerr.RequestTimedOut:
+		return kerr.CoordinatorNotAvailable
+	case kerr.NotLeaderForPartition, kerr.KafkaStorageError:
+		return kerr.NotCoordinator
+	case kerr.MessageTooLarge, kerr.RecordListTooLarge, kerr.InvalidFetchSize:
+		return kerr.UnknownServerError
+	}
+	return ke
 }

@@ -161,37 +161,17 @@ func codeOf(err error) int16 {
 
 // Error codes used throughout.
 var (
-	codeNotCoordinator          = kerr.NotCoordinator.Code
 	codeLoadInProgress          = kerr.CoordinatorLoadInProgress.Code
 	codeCoordinatorNotAvailable = kerr.CoordinatorNotAvailable.Code
 )
 
-// errCode maps an append's error to the code Kafka answers with
-// (CoordinatorOperationExceptionHelper.handleOperationException and
-// appendGroupMetadataErrorToResponseError).
+// errCode is the code a request gets when its append failed with err
+// (coordinator.AppendError); 0 for nil.
 func errCode(err error) int16 {
-	if err == nil {
-		return 0
+	if ke := coordinator.AppendError(err); ke != nil {
+		return ke.Code
 	}
-	if errors.Is(err, coordinator.ErrUnloaded) || errors.Is(err, context.Canceled) {
-		return codeNotCoordinator
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return codeCoordinatorNotAvailable
-	}
-	var ke *kerr.Error
-	if !errors.As(err, &ke) {
-		return kerr.UnknownServerError.Code
-	}
-	switch ke {
-	case kerr.UnknownTopicOrPartition, kerr.NotEnoughReplicas, kerr.RequestTimedOut:
-		return codeCoordinatorNotAvailable
-	case kerr.NotLeaderForPartition, kerr.KafkaStorageError:
-		return codeNotCoordinator
-	case kerr.MessageTooLarge, kerr.RecordListTooLarge, kerr.InvalidFetchSize:
-		return kerr.UnknownServerError.Code
-	}
-	return ke.Code
+	return 0
 }
 
 // wait returns the response sent on ch, or, if ctx ends first, the

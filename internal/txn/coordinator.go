@@ -282,28 +282,14 @@ func (c *Coordinator) doShard(ctx context.Context, id string, fn func(s *shard, 
 	return res
 }
 
-// appendError is the error a request gets when its write failed, as
-// Kafka's TransactionStateManager maps them.
+// appendError is the error a request gets when its write failed
+// (coordinator.AppendError), with the append's error as context.
 func appendError(err error) error {
-	if errors.Is(err, coordinator.ErrUnloaded) || errors.Is(err, context.Canceled) {
-		return fmt.Errorf("%w: %v", kerr.NotCoordinator, err)
+	ke := coordinator.AppendError(err)
+	if errors.Is(err, ke) {
+		return err
 	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%w: %v", kerr.CoordinatorNotAvailable, err)
-	}
-	var ke *kerr.Error
-	if !errors.As(err, &ke) {
-		return fmt.Errorf("%w: %v", kerr.UnknownServerError, err)
-	}
-	switch ke {
-	case kerr.UnknownTopicOrPartition, kerr.NotEnoughReplicas, kerr.NotEnoughReplicasAfterAppend, kerr.RequestTimedOut:
-		return fmt.Errorf("%w: %v", kerr.CoordinatorNotAvailable, err)
-	case kerr.NotLeaderForPartition, kerr.KafkaStorageError:
-		return fmt.Errorf("%w: %v", kerr.NotCoordinator, err)
-	case kerr.MessageTooLarge, kerr.RecordListTooLarge:
-		return fmt.Errorf("%w: %v", kerr.UnknownServerError, err)
-	}
-	return err
+	return fmt.Errorf("%w: %v", ke, err)
 }
 
 // InitProducerID answers InitProducerId for a transactional id.
