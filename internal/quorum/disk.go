@@ -87,6 +87,15 @@ func openDisk(fs vfs.FS, wal *storage.Log, conf *pb.ConfState, logger *slog.Logg
 	if err != nil {
 		return nil, err
 	}
+	// Raft takes every entry its Storage holds as persisted: it
+	// acknowledges them to a leader's probe and votes by them. After a
+	// crash of the process alone, entries appended but never synced come
+	// back from the page cache, so sync them before Raft sees them, or a
+	// power loss could take entries this node already counted towards a
+	// commit.
+	if err := wal.Flush(wal.LogEndOffset()); err != nil {
+		return nil, fmt.Errorf("quorum: syncing the Raft log: %w", err)
+	}
 	if err := d.mem.Append(entries); err != nil {
 		return nil, fmt.Errorf("quorum: loading entries: %w", err)
 	}

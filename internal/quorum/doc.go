@@ -46,7 +46,10 @@
 // On start the node loads the newest checkpoint (or the bootstrap
 // snapshot), the entries after it, and the hard state, into a
 // raft.MemoryStorage; entries left by a crash while a snapshot from the
-// leader was installed, which do not follow the snapshot, are dropped.
+// leader was installed, which do not follow the snapshot, are dropped. The
+// entries are synced before Raft sees them: after a crash of the process
+// alone, entries never synced come back from the page cache, and Raft
+// would acknowledge them as persisted.
 // Every metadata.log.max.record.bytes.between.snapshots of applied data,
 // the controller hands the node a snapshot of its image; the node writes a
 // checkpoint and compacts the log behind it, keeping Config.SnapshotKeep
