@@ -158,3 +158,52 @@ func TestOfflineLeaderServesNoOne(t *testing.T) {
 		}
 	}
 }
+
+// TestRestartedFollowerSyncsBeforeItCounts: a durable follower killed
+// between appending what it fetched and syncing it finds those records
+// again when it restarts (the page cache outlives the process). Its next
+// fetch tells the leader it has them, and the leader counts them towards
+// the high watermark and answers acks=all: they must be on the follower's
+// disk by then, or a power loss of both machines takes from the follower
+// records it was counted for (and a clean election may pick it).
+func TestRestartedFollowerSyncsBeforeItCounts(t *testing.T) {
+	both := []int32{1, 2}
+	s := settings(2, true)
+	ma, mb := vfs.NewMem(), vfs.NewMem()
+	a, b := openMemNodeWith(t, 1, ma, ma, s), openMemNodeWith(t, 2, mb, mb, s)
+	if err := a.p.BecomeLeader(state(1, 1, 0, both, both)); err != nil {
+		t.Fatal(err)
+	}
+	b.p.BecomeFollower(state(1, 1, 0, both, both))
+	res, err := a.p.AppendAsLeader(batch(2, -1, 0), -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acked := make(chan error, 1)
+	go func() { acked <- a.p.AwaitAcks(context.Background(), res.LastOffset+1, -1) }()
+	// The follower's process dies after writing the leader's batch, before
+	// its fsync: the storage append alone, as AppendAsFollower would have
+	// made it.
+	if _, err := b.log.Append(logBytes(t, a.log), storage.AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// It restarts on the same page cache and fetches from where its log
+	// ends.
+	b = openMemNodeWith(t, 2, mb, mb, s)
+	b.p.BecomeFollower(state(1, 1, 0, both, both))
+	fetchOnce(t, &a.node, &b.node)
+	select {
+	case err := <-acked:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("acks=all not answered after the restarted follower's fetch")
+	}
+	counted := a.p.HighWatermark()
+	// Both lose power.
+	b = b.powerLoss(t, s)
+	if end := b.log.LogEndOffset(); end < counted {
+		t.Fatalf("the follower ends at %d after the power loss; the leader counted it up to %d and acknowledged", end, counted)
+	}
+}

@@ -57,10 +57,21 @@ type Position struct {
 	Following bool
 }
 
-// FetchPosition returns where a follower fetches from.
+// FetchPosition returns where a follower fetches from. When every append
+// is synced, it first syncs what the log holds past its last sync: records
+// a killed process appended but never synced come back from the page cache
+// at restart, and the fetch offset tells the leader this replica has them
+// (see Settings.SyncEveryAppend). A failed sync takes the log offline, and
+// the replica stops fetching.
 func (p *Partition) FetchPosition() Position {
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
+	var syncErr error
+	if p.settings.Load().SyncEveryAppend && p.log.RecoveryPoint() < p.log.LogEndOffset() {
+		if syncErr = p.log.Flush(p.log.LogEndOffset()); syncErr != nil {
+			p.opts.Logger.Warn("syncing recovered records before fetching", "topic", p.Topic, "partition", p.Index, "err", syncErr)
+		}
+	}
 	last := lastBatchEpoch(p.log.Epochs(), p.log.LogEndOffset())
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -71,7 +82,7 @@ func (p *Partition) FetchPosition() Position {
 			// Kafka's log-dir failure handling does: its log end offset
 			// may count records that never reached the disk, which the
 			// leader would take as replicated.
-			p.log.Offline() == nil}
+			p.log.Offline() == nil && syncErr == nil}
 }
 
 // lastBatchEpoch is the epoch of the log's last batch, or -1: the latest

@@ -22,8 +22,10 @@ type Settings struct {
 	// SyncEveryAppend is flush.messages=1: every append is fsynced (group
 	// committed) before it counts towards the high watermark. The replica
 	// then does the fsyncs itself: the leader's once per round of appends
-	// waiting (AwaitAcks), a follower's before it fetches again; the log's
-	// own flush.messages would sync inside every append, one at a time.
+	// waiting (AwaitAcks), a follower's before it fetches again (and, after
+	// a restart, before its first fetch: records a killed process never
+	// synced come back from the page cache); the log's own flush.messages
+	// would sync inside every append, one at a time.
 	SyncEveryAppend bool
 	// Log is the log's configuration (segments, retention, compaction).
 	Log storage.Config
