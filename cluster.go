@@ -15,6 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -451,6 +452,22 @@ func (c *Cluster) HoldResponse(from, to int32, apiKey int16) (*HeldResponse, err
 	return h, nil
 }
 
+// DelayRequests delays every request with this Kafka API key that a node
+// sends another on a connection between them (a broker's inter-broker
+// client: transaction markers, verifications, replica fetches) by d before
+// it is written, as a slow or loaded link would; 0 undoes it. The
+// connection carries nothing else meanwhile.
+func (c *Cluster) DelayRequests(apiKey int16, d time.Duration) {
+	c.net.mu.Lock()
+	defer c.net.mu.Unlock()
+	if d <= 0 {
+		delete(c.net.delays, apiKey)
+	} else {
+		c.net.delays[apiKey] = d
+	}
+	c.net.delayed.Store(int32(len(c.net.delays)))
+}
+
 // Leader returns the node that leads a topic's partition (-1 when it has
 // none): of what the running nodes' metadata says, the answer with the
 // highest leader epoch, so that a node cut off from the others, whose
@@ -525,10 +542,14 @@ type faultNet struct {
 	holds  []*HeldResponse // armed, not yet matched to a request
 	// armed is len(holds), read without mu on every write.
 	armed atomic.Int32
+	// delays are DelayRequests', by API key; delayed is len(delays).
+	delays  map[int16]time.Duration
+	delayed atomic.Int32
 }
 
 func newFaultNet() *faultNet {
-	return &faultNet{owners: map[string]int32{}, cuts: map[[2]int32]bool{}, conns: map[[2]int32]map[*trackedConn]struct{}{}}
+	return &faultNet{owners: map[string]int32{}, cuts: map[[2]int32]bool{}, conns: map[[2]int32]map[*trackedConn]struct{}{},
+		delays: map[int16]time.Duration{}}
 }
 
 func (f *faultNet) own(addr string, id int32) {
@@ -607,6 +628,15 @@ type trackedConn struct {
 // clients (kgo, which the nodes use) write each request whole, so the
 // frame's header is at the start: size, API key.
 func (t *trackedConn) Write(b []byte) (int, error) {
+	if len(b) >= 6 && t.net.delayed.Load() > 0 {
+		key := int16(binary.BigEndian.Uint16(b[4:6]))
+		t.net.mu.Lock()
+		d := t.net.delays[key]
+		t.net.mu.Unlock()
+		if d > 0 {
+			time.Sleep(d) // the fault: a slow link
+		}
+	}
 	if len(b) >= 6 && t.net.armed.Load() > 0 {
 		key := int16(binary.BigEndian.Uint16(b[4:6]))
 		t.net.mu.Lock()
