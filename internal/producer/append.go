@@ -132,6 +132,14 @@ func (a *Append) Check(h record.Header) (*BatchMetadata, error) {
 		}
 	}
 	switch {
+	case h.IsTransactional() && e.currentTxnFirstOffset >= 0 && h.ProducerEpoch != e.epoch:
+		// The first batch of a transaction at a newer epoch (the
+		// epoch bumped at every end with transactions version 2)
+		// before the marker of the producer's open one: it belongs to
+		// the next transaction and must not be decided by this one's
+		// marker. Verification keeps it out (StartVerification); this
+		// is the invariant behind it, for every append.
+		return a.fail(ErrInvalidTxnState, h, fmt.Sprintf("a transaction of epoch %d is still open here", e.epoch))
 	case h.IsTransactional() && e.currentTxnFirstOffset < 0 && sp.txnStart < 0:
 		if a.verify && !a.state.verified(h.ProducerID, a.guard) {
 			return a.fail(ErrInvalidTxnState, h, errUnverified(a.guard))

@@ -65,3 +65,10 @@ func (s *PartitionState) TxnOpen(producerID int64) bool {
 	_, ok := s.ongoing[producerID]
 	return ok
 }
+
+// txnOpenAt reports whether producerID has a transaction open on the
+// partition at epoch.
+func (s *PartitionState) txnOpenAt(producerID int64, epoch int16) bool {
+	e := s.producers[producerID]
+	return e != nil && e.currentTxnFirstOffset >= 0 && e.epoch == epoch
+}

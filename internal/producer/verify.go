@@ -43,8 +43,16 @@ type verificationEntry struct {
 // StartVerification is called under the append lock before a
 // transactional batch of producerID at epoch is verified with the
 // coordinator. needed is false when the producer has a transaction open
-// here already (nothing to verify; guard is then the zero guard, so an
-// append that finds it ended since fails). Otherwise guard is the
+// here at this epoch already (nothing to verify; guard is then the zero
+// guard, so an append that finds it ended since fails): Kafka's
+// hasOngoingTransaction(producerId, producerEpoch). A transaction open at
+// an older epoch is not the batch's: with transactions version 2 the
+// epoch is bumped at every end, and the first batch of the producer's
+// next transaction can arrive before the marker of the last one, which
+// the coordinator is still writing. Verified, it waits for the
+// coordinator (CONCURRENT_TRANSACTIONS until the markers are written);
+// unverified, it would join the old transaction and be committed or
+// aborted with it. Otherwise guard is the
 // producer's verification entry's, made now if it has none: concurrent
 // verifications of one producer share it, as in Kafka, and a marker or a
 // transactional batch of the producer clears it. The entry keeps the
@@ -55,7 +63,7 @@ type verificationEntry struct {
 // and leave the retry out of order for good (Kafka's
 // maybeUpdateLowestSequenceAndEpoch).
 func (s *PartitionState) StartVerification(producerID int64, epoch int16, sequence int32, nowMs int64) (guard VerificationGuard, needed bool) {
-	if s.TxnOpen(producerID) {
+	if s.txnOpenAt(producerID, epoch) {
 		return 0, false
 	}
 	v, ok := s.verifying[producerID]

@@ -131,3 +131,58 @@ func TestVerificationGuard(t *testing.T) {
 		t.Fatalf("guard after Reset: %v", err)
 	}
 }
+
+// TestVerificationAtANewEpoch is transactions version 2's race: the
+// epoch is bumped at every EndTxn, and the coordinator answers EndTxn
+// before its markers have reached every partition, so the first batch of
+// the producer's next transaction (epoch e+1) can reach a partition
+// where its last one (epoch e) is still open. That batch is not in the
+// open transaction: it must be verified with the coordinator (which
+// answers CONCURRENT_TRANSACTIONS until the markers are written), and it
+// can never join the open one, whose marker would commit or abort it
+// with the wrong transaction.
+func TestVerificationAtANewEpoch(t *testing.T) {
+	const pid = 7
+	l := newTestLog()
+	g, _ := l.state.StartVerification(pid, 0, 0, 1000)
+	if err := l.produceVerified(g, txnal(batch(pid, 0, 0, 2))); err != nil {
+		t.Fatalf("first transaction: %v", err)
+	}
+	if _, needed := l.state.StartVerification(pid, 0, 2, 1001); needed {
+		t.Fatal("a batch of the open transaction's epoch needs no verification")
+	}
+	g1, needed := l.state.StartVerification(pid, 1, 0, 1002)
+	if !needed || g1 == 0 {
+		t.Fatalf("first batch of epoch 1 with epoch 0's transaction open: guard %d, needed %v; want a verification", g1, needed)
+	}
+	// Even verified, it does not join epoch 0's transaction, and without
+	// verification (the coordinators' own appends) neither.
+	end := l.leo
+	if err := l.produceVerified(g1, txnal(batch(pid, 1, 0, 1))); !errors.Is(err, ErrInvalidTxnState) {
+		t.Fatalf("epoch 1's batch into epoch 0's open transaction: %v, want ErrInvalidTxnState", err)
+	}
+	if _, _, err := l.produce(txnal(batch(pid, 1, 0, 1))); !errors.Is(err, ErrInvalidTxnState) {
+		t.Fatalf("unverified, epoch 1's batch into epoch 0's open transaction: %v, want ErrInvalidTxnState", err)
+	}
+	if l.leo != end || l.state.FirstUnstableOffset() != 0 {
+		t.Fatalf("refused batches left log end %d (want %d), first unstable offset %d (want 0)", l.leo, end, l.state.FirstUnstableOffset())
+	}
+	// The marker (epoch 1, as transactions version 2 writes it) ends
+	// epoch 0's transaction; the next batch opens epoch 1's, verified.
+	done := l.state.EndTxn(marker(pid, 1, l.leo), record.Marker{Commit: true})
+	l.leo++
+	if done.FirstOffset != 0 {
+		t.Fatalf("the marker ended a transaction from %d, want 0", done.FirstOffset)
+	}
+	g2, needed := l.state.StartVerification(pid, 1, 0, 1003)
+	if !needed {
+		t.Fatal("no verification for the first batch of epoch 1's transaction")
+	}
+	first := l.leo
+	if err := l.produceVerified(g2, txnal(batch(pid, 1, 0, 1))); err != nil {
+		t.Fatalf("epoch 1's transaction after the marker: %v", err)
+	}
+	if l.state.FirstUnstableOffset() != first {
+		t.Fatalf("first unstable offset %d, want %d", l.state.FirstUnstableOffset(), first)
+	}
+}
