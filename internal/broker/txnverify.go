@@ -168,14 +168,18 @@ func (b *Broker) verifyRemote(ctx context.Context, coordinator int32, transactio
 }
 
 // verifyError is the produce error for a failed verification, as Kafka
-// answers clients that predate TRANSACTION_ABORTABLE.
+// answers clients that predate TRANSACTION_ABORTABLE
+// (ReplicaManager.appendRecordsWithTransactionVerification): what passes
+// (the coordinator moving or loading, the previous transaction's markers
+// still being written) is NOT_ENOUGH_REPLICAS, which producers retry.
 func verifyError(err error) error {
 	switch {
-	case errors.Is(err, kerr.TransactionAbortable), errors.Is(err, kerr.InvalidProducerIDMapping), errors.Is(err, kerr.ConcurrentTransactions):
+	case errors.Is(err, kerr.TransactionAbortable), errors.Is(err, kerr.InvalidProducerIDMapping):
 		return fmt.Errorf("%w: %v", kerr.InvalidTxnState, err)
 	case errors.Is(err, kerr.ProducerFenced):
 		return fmt.Errorf("%w: %v", kerr.InvalidProducerEpoch, err)
-	case errors.Is(err, kerr.NotCoordinator), errors.Is(err, kerr.CoordinatorNotAvailable), errors.Is(err, kerr.CoordinatorLoadInProgress):
+	case errors.Is(err, kerr.NotCoordinator), errors.Is(err, kerr.CoordinatorNotAvailable), errors.Is(err, kerr.CoordinatorLoadInProgress),
+		errors.Is(err, kerr.ConcurrentTransactions):
 		return fmt.Errorf("%w: %v", kerr.NotEnoughReplicas, err)
 	}
 	return err
