@@ -158,9 +158,6 @@ type cleanState struct {
 // to (0 before the first cleaning).
 func (l *Log) CleanerCheckpoint() int64 { return l.cleaner.checkpoint.Load() }
 
-// Cleanable returns the log's clean and dirty sections at now.
-func (l *Log) Cleanable(now time.Time) CleanableInfo { return newCleanState(l, now).CleanableInfo }
-
 // newCleanState takes a snapshot of l for a cleaning at now.
 func newCleanState(l *Log, now time.Time) cleanState {
 	cfg := l.cfg.Load()
@@ -220,22 +217,6 @@ func segmentTimestamp(s *segment) int64 {
 		}
 	}
 	return ts
-}
-
-// cleaningDue reports whether the Manager's cleaner should clean the log
-// at now: it is compacted, was not found uncleanable, and either its dirty
-// ratio reached min.cleanable.dirty.ratio or a tombstone's delete horizon
-// passed.
-func (l *Log) cleaningDue(now time.Time) (CleanableInfo, bool) {
-	cfg := l.cfg.Load()
-	if !cfg.Compact || l.cleaner.uncleanable.Load() || l.Offline() != nil {
-		return CleanableInfo{}, false
-	}
-	info := l.Cleanable(now)
-	if info.DirtyBytes > 0 && info.Ratio >= cfg.MinCleanableDirtyRatio {
-		return info, true
-	}
-	return info, info.CleanBytes+info.DirtyBytes > 0 && now.UnixMilli() >= l.cleaner.deleteHorizon.Load()
 }
 
 // Clean compacts the log once (see the comment at the top of this file):

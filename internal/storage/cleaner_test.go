@@ -328,10 +328,10 @@ func TestCleanRemovesTombstonesAfterDeleteRetention(t *testing.T) {
 	if horizons != 2 || l.cleaner.deleteHorizon.Load() != t0+1000 {
 		t.Fatalf("%d batches with a delete horizon, earliest %d", horizons, l.cleaner.deleteHorizon.Load())
 	}
-	if _, due := l.cleaningDue(time.UnixMilli(t0 + 999)); due {
+	if _, due := cleaningDue(l, time.UnixMilli(t0+999)); due {
 		t.Fatal("cleaning due before the delete horizon")
 	}
-	if _, due := l.cleaningDue(time.UnixMilli(t0 + 1000)); !due {
+	if _, due := cleaningDue(l, time.UnixMilli(t0+1000)); !due {
 		t.Fatal("cleaning not due at the delete horizon")
 	}
 
@@ -371,7 +371,7 @@ func TestCleanRespectsMinCompactionLag(t *testing.T) {
 	const old = 1_000_000_000
 	rng := rand.New(rand.NewPCG(2, 2))
 	written := writeUpdates(t, l, batchOpts{ts: old}, 20, 5, 3, rng)
-	if info := l.Cleanable(time.UnixMilli(old + 1000)); info.FirstUncleanableOffset != 0 || info.DirtyBytes != 0 {
+	if info := newCleanState(l, time.UnixMilli(old+1000)).CleanableInfo; info.FirstUncleanableOffset != 0 || info.DirtyBytes != 0 {
 		t.Fatalf("young segments cleanable: %+v", info)
 	}
 	if res := cleanOK(t, l, time.UnixMilli(old+1000)); res.SegmentsBefore != 0 || res.CleanedTo != 0 {
@@ -383,7 +383,7 @@ func TestCleanRespectsMinCompactionLag(t *testing.T) {
 	firstYoung := l.LogEndOffset()
 	written = append(written, writeUpdates(t, l, batchOpts{ts: young}, 20, 5, 3, rng)...)
 	now := time.UnixMilli(young + 1000)
-	info := l.Cleanable(now)
+	info := newCleanState(l, now).CleanableInfo
 	bases := l.SegmentBaseOffsets()
 	i := floorSegment(l.segmentList(), firstYoung)
 	if info.FirstUncleanableOffset != bases[i] || info.FirstUncleanableOffset == 0 {
@@ -765,7 +765,7 @@ func TestManagerCleansCompactedLogs(t *testing.T) {
 	}
 	// Below min.cleanable.dirty.ratio, nothing to do.
 	written = append(written, writeUpdates(t, compacted, batchOpts{ts: 1000}, 20, 1, 2, rng)...)
-	if info, due := compacted.cleaningDue(clock.now()); due {
+	if info, due := cleaningDue(compacted, clock.now()); due {
 		t.Fatalf("cleaning due at ratio %.2f", info.Ratio)
 	}
 	if n := m.CleanLogs(ctx, clock.now()); n != 0 {
@@ -818,9 +818,9 @@ func TestCleanStaysBelowTheHighWatermark(t *testing.T) {
 		t.Fatalf("%d segments", len(bases))
 	}
 	hw := bases[2] + 3
-	l.SetRetentionBound(hw)
+	l.retentionBound.Store(hw)
 	now := time.UnixMilli(5000)
-	if info := l.Cleanable(now); info.FirstUncleanableOffset != hw {
+	if info := newCleanState(l, now).CleanableInfo; info.FirstUncleanableOffset != hw {
 		t.Fatalf("first uncleanable offset %d, want the bound %d", info.FirstUncleanableOffset, hw)
 	}
 	res := cleanOK(t, l, now)
@@ -828,11 +828,11 @@ func TestCleanStaysBelowTheHighWatermark(t *testing.T) {
 		t.Fatalf("cleaned to %d, want %d", res.CleanedTo, hw)
 	}
 	checkCompacted(t, readRecords(t, l), written, hw, false)
-	if info, due := l.cleaningDue(now); due || info.DirtyBytes != 0 {
+	if info, due := cleaningDue(l, now); due || info.DirtyBytes != 0 {
 		t.Fatalf("cleaning due again with the bound unmoved: %+v", info)
 	}
-	l.SetRetentionBound(math.MaxInt64)
-	if _, due := l.cleaningDue(now); !due {
+	l.retentionBound.Store(math.MaxInt64)
+	if _, due := cleaningDue(l, now); !due {
 		t.Fatal("cleaning not due once the bound moved")
 	}
 }

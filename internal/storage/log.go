@@ -97,9 +97,14 @@ type Log struct {
 	// last sync: the next flush syncs the parent too, so the directory of
 	// a partition survives a crash once it holds durable data.
 	unflushedParent atomic.Bool
-	retentionBound  atomic.Int64 // see SetRetentionBound
-	highWatermark   atomic.Int64 // see SetHighWatermark; -1 when unknown
-	offline         atomic.Pointer[error]
+	// retentionBound limits retention to segments whose successor starts
+	// at or below it, and cleaning to offsets below it: the high watermark
+	// (SetHighWatermark), as Kafka bounds both by it (a record must not be
+	// compacted away in favour of one a truncation could remove);
+	// math.MaxInt64, no bound, until the replica layer sets one.
+	retentionBound atomic.Int64
+	highWatermark  atomic.Int64 // see SetHighWatermark; -1 when unknown
+	offline        atomic.Pointer[error]
 
 	// cleaner is the log cleaner's state (cleaner.go).
 	cleaner cleanerState
@@ -235,11 +240,11 @@ func (l *Log) HighWatermark() (hw int64, ok bool) {
 
 // SetHighWatermark records the partition's high watermark, which the
 // Manager checkpoints in replication-offset-checkpoint, and bounds
-// retention and cleaning by it (SetRetentionBound). The replica layer
+// retention and cleaning by it (retentionBound). The replica layer
 // calls it whenever the high watermark moves.
 func (l *Log) SetHighWatermark(hw int64) {
 	l.highWatermark.Store(max(hw, 0))
-	l.SetRetentionBound(hw)
+	l.retentionBound.Store(hw)
 }
 
 // RecoveryPoint returns the offset below which everything is durable.

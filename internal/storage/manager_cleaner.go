@@ -56,7 +56,7 @@ func (m *Manager) CleanLogs(ctx context.Context, now time.Time) int {
 	}
 	var due []candidate
 	for _, l := range m.Logs() {
-		if info, ok := l.cleaningDue(now); ok {
+		if info, ok := cleaningDue(l, now); ok {
 			due = append(due, candidate{l, info.Ratio})
 		}
 	}
@@ -124,4 +124,20 @@ func (m *Manager) writeCleanerCheckpointLocked(logs []*Log) error {
 		}
 	}
 	return WriteOffsetCheckpoint(m.fs, filepath.Join(m.dir, CleanerOffsetCheckpointFile), offsets)
+}
+
+// cleaningDue reports whether the Manager's cleaner should clean the log
+// at now: it is compacted, was not found uncleanable, and either its dirty
+// ratio reached min.cleanable.dirty.ratio or a tombstone's delete horizon
+// passed.
+func cleaningDue(l *Log, now time.Time) (CleanableInfo, bool) {
+	cfg := l.cfg.Load()
+	if !cfg.Compact || l.cleaner.uncleanable.Load() || l.Offline() != nil {
+		return CleanableInfo{}, false
+	}
+	info := newCleanState(l, now).CleanableInfo
+	if info.DirtyBytes > 0 && info.Ratio >= cfg.MinCleanableDirtyRatio {
+		return info, true
+	}
+	return info, info.CleanBytes+info.DirtyBytes > 0 && now.UnixMilli() >= l.cleaner.deleteHorizon.Load()
 }

@@ -106,7 +106,7 @@ func TestPoisonedBatchesOnRead(t *testing.T) {
 	if !strings.Contains(logs.String(), "log cannot be cleaned") {
 		t.Fatalf("the failed cleaning not reported:\n%s", logs.String())
 	}
-	if _, due := l.cleaningDue(time.UnixMilli(10_000)); due {
+	if _, due := cleaningDue(l, time.UnixMilli(10_000)); due {
 		t.Fatal("an uncleanable log is due for cleaning again")
 	}
 	check(l)

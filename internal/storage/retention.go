@@ -9,10 +9,6 @@ import (
 	"github.com/strata-io/strata/internal/vfs"
 )
 
-// PendingDeletes returns how many retired segments still wait out
-// file.delete.delay.ms.
-func (l *Log) PendingDeletes() int { return l.deletes.len() }
-
 // deletePrefixLocked retires the first n segments (never the active one)
 // and advances the log start offset to at least the next base offset.
 // l.appendMu must be held.
@@ -111,13 +107,6 @@ func (l *Log) EnforceRetention(now time.Time) (deletedSegments int, err error) {
 	}
 	return n, nil
 }
-
-// SetRetentionBound limits retention to segments whose successor starts at
-// or below offset, and cleaning to offsets below it: the replica layer
-// passes the high watermark as it advances, as Kafka bounds both by it (a
-// record must not be compacted away in favour of one a truncation could
-// remove). The default, math.MaxInt64, sets no bound.
-func (l *Log) SetRetentionBound(offset int64) { l.retentionBound.Store(offset) }
 
 // DeleteRecordsBefore advances the log start offset to offset (the
 // DeleteRecords API) and deletes the segments wholly below it. It returns

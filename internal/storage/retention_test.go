@@ -121,11 +121,11 @@ func TestRetentionBySize(t *testing.T) {
 	}
 	before := l.Size()
 	// Bounded by a high watermark in the first segment, nothing goes.
-	l.SetRetentionBound(l.SegmentBaseOffsets()[1] - 1)
+	l.retentionBound.Store(l.SegmentBaseOffsets()[1] - 1)
 	if n, err := l.EnforceRetention(time.Now()); n != 0 || err != nil {
 		t.Fatalf("deleted %d past the bound, %v", n, err)
 	}
-	l.SetRetentionBound(math.MaxInt64)
+	l.retentionBound.Store(math.MaxInt64)
 	n, err := l.EnforceRetention(time.Now())
 	if err != nil || n == 0 {
 		t.Fatalf("deleted %d, %v", n, err)
@@ -293,7 +293,7 @@ func TestDeletedSegmentsOutliveRegions(t *testing.T) {
 	if _, err := l.DeleteRecordsBefore(l.LogEndOffset()); err != nil {
 		t.Fatal(err)
 	}
-	if l.PendingDeletes() == 0 {
+	if l.deletes.len() == 0 {
 		t.Fatal("no delayed deletions")
 	}
 	if !vfs.Exists(vfs.Default, filepath.Join(dir, "00000000000000000000.log.deleted")) {
@@ -304,7 +304,7 @@ func TestDeletedSegmentsOutliveRegions(t *testing.T) {
 		t.Fatalf("region unreadable after deletion: %v", err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for l.PendingDeletes() > 0 {
+	for l.deletes.len() > 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("delayed deletions never ran")
 		}
