@@ -181,33 +181,37 @@ func (s *state) consumerLeaveViaClassic(g *consumerGroup, members []kmsg.LeaveGr
 
 // OffsetCommit handles OffsetCommit v0-v10 (v10 names topics by id).
 func (c *Coordinator) OffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitResponse {
-	build := func() (*kmsg.OffsetCommitResponse, []commitEntry) {
-		resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
-		byID := req.Version >= 10
-		var entries []commitEntry
-		for _, rt := range req.Topics {
-			t := kmsg.NewOffsetCommitResponseTopic()
-			t.Topic, t.TopicID = rt.Topic, rt.TopicID
-			t.Partitions = make([]kmsg.OffsetCommitResponseTopicPartition, len(rt.Partitions))
-			resp.Topics = append(resp.Topics, t)
-		}
-		for i, rt := range req.Topics {
-			for j, rp := range rt.Partitions {
-				out := &resp.Topics[i].Partitions[j]
-				out.Partition = rp.Partition
-				name, code := c.partitionCheck(rt.Topic, rt.TopicID, byID, rp.Partition)
-				if code != 0 {
-					out.ErrorCode = code
-					continue
-				}
-				entries = append(entries, commitEntry{topic: name, partition: rp, code: &out.ErrorCode})
-			}
-		}
-		return resp, entries
-	}
+	build := func() (*kmsg.OffsetCommitResponse, []commitEntry) { return c.offsetCommitEntries(req) }
 	return commitOffsets(ctx, c, req.Group, build, func(s *state, resp *kmsg.OffsetCommitResponse, entries []commitEntry, reply chan *kmsg.OffsetCommitResponse) result {
 		return s.offsetCommit(req, resp, entries, reply)
 	})
+}
+
+// offsetCommitEntries is an OffsetCommit's response with every partition
+// that fails the topic checks answered, and the entries for the rest.
+func (c *Coordinator) offsetCommitEntries(req *kmsg.OffsetCommitRequest) (*kmsg.OffsetCommitResponse, []commitEntry) {
+	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+	byID := req.Version >= 10
+	var entries []commitEntry
+	for _, rt := range req.Topics {
+		t := kmsg.NewOffsetCommitResponseTopic()
+		t.Topic, t.TopicID = rt.Topic, rt.TopicID
+		t.Partitions = make([]kmsg.OffsetCommitResponseTopicPartition, len(rt.Partitions))
+		resp.Topics = append(resp.Topics, t)
+	}
+	for i, rt := range req.Topics {
+		for j, rp := range rt.Partitions {
+			out := &resp.Topics[i].Partitions[j]
+			out.Partition = rp.Partition
+			name, code := c.partitionCheck(rt.Topic, rt.TopicID, byID, rp.Partition)
+			if code != 0 {
+				out.ErrorCode = code
+				continue
+			}
+			entries = append(entries, commitEntry{topic: name, partition: rp, code: &out.ErrorCode})
+		}
+	}
+	return resp, entries
 }
 
 // OffsetFetch handles OffsetFetch v0-v10: one group before v8, a batch of

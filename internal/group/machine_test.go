@@ -34,6 +34,11 @@ import (
 //	leave g=G members=(M,...)
 //	cgh name=R g=G member=M epoch=E [topics=(T,...)] [regex=RE]
 //	    [owned=(T:P.P,...)] [rebalance=MS]  a ConsumerGroupHeartbeat
+//	offset-commit name=R g=G [member=M gen=N] offsets=(T/P=O,...)
+//	txn-commit name=R g=G pid=P epoch=E [member=M gen=N] offsets=(T/P=O,...)
+//	txn-complete pid=P epoch=E commit|abort  the transaction's marker is
+//	                                     committed in the partition
+//	offset-fetch g=G [stable]            committed offsets (RequireStable)
 //	advance ms=MS                        move time, running due deadlines
 //	commit [n=K] [error=NAME]            complete the oldest K (all) writes
 //	group g=G                            show a group
@@ -60,7 +65,7 @@ type script struct {
 	byAlias   map[string]string // name -> member id
 	pending   []pendingReply
 	writes    []coordinator.Write
-	committed []coordinator.Record
+	committed [][]byte // the partition's batches, for reload
 }
 
 type pendingReply struct {
@@ -174,7 +179,7 @@ func (h *script) run(t *testing.T, d *datadriven.TestData) string {
 		}
 		reply := make(chan *kmsg.JoinGroupResponse, 1)
 		s.append(s.classicJoin(&r, testClient, reply))
-		h.await(str("name", "join"), reply, h.joinString)
+		await(h, str("name", "join"), reply, h.joinString)
 	case "sync":
 		r := kmsg.NewSyncGroupRequest()
 		r.Version = int16(num("version", 5))
@@ -185,7 +190,7 @@ func (h *script) run(t *testing.T, d *datadriven.TestData) string {
 		}
 		reply := make(chan *kmsg.SyncGroupResponse, 1)
 		s.append(s.classicSync(&r, reply))
-		h.await(str("name", "sync"), reply, func(r *kmsg.SyncGroupResponse) string {
+		await(h, str("name", "sync"), reply, func(r *kmsg.SyncGroupResponse) string {
 			return fmt.Sprintf("sync %s assignment=%q", code(r.ErrorCode), r.MemberAssignment)
 		})
 	case "heartbeat":
@@ -244,7 +249,74 @@ func (h *script) run(t *testing.T, d *datadriven.TestData) string {
 		}
 		reply := make(chan *kmsg.ConsumerGroupHeartbeatResponse, 1)
 		s.append(s.consumerGroupHeartbeat(&r, testClient, reply))
-		h.await(str("name", "cgh"), reply, h.cghString)
+		await(h, str("name", "cgh"), reply, h.cghString)
+	case "offset-commit":
+		r := kmsg.NewOffsetCommitRequest()
+		r.Version = 8
+		r.Group, r.MemberID, r.Generation = str("g", ""), h.member(str("member", "")), int32(num("gen", -1))
+		for _, o := range args["offsets"] {
+			topic, p, offset := parseOffset(t, o)
+			rt := kmsg.NewOffsetCommitRequestTopic()
+			rt.Topic = topic
+			rp := kmsg.NewOffsetCommitRequestTopicPartition()
+			rp.Partition, rp.Offset = p, offset
+			rt.Partitions = append(rt.Partitions, rp)
+			r.Topics = append(r.Topics, rt)
+		}
+		resp, entries := h.c.offsetCommitEntries(&r)
+		reply := make(chan *kmsg.OffsetCommitResponse, 1)
+		s.append(s.offsetCommit(&r, resp, entries, reply))
+		await(h, str("name", "commit"), reply, func(r *kmsg.OffsetCommitResponse) string {
+			var ps []string
+			for _, t := range r.Topics {
+				for _, p := range t.Partitions {
+					ps = append(ps, fmt.Sprintf("%s/%d %s", t.Topic, p.Partition, code(p.ErrorCode)))
+				}
+			}
+			return "offset-commit " + strings.Join(ps, ", ")
+		})
+	case "txn-commit":
+		r := kmsg.NewTxnOffsetCommitRequest()
+		r.Version = 3
+		r.Group, r.MemberID, r.Generation = str("g", ""), h.member(str("member", "")), int32(num("gen", -1))
+		r.ProducerID, r.ProducerEpoch = num("pid", -1), int16(num("epoch", 0))
+		for _, o := range args["offsets"] {
+			topic, p, offset := parseOffset(t, o)
+			r.Topics = append(r.Topics, kmsg.TxnOffsetCommitRequestTopic{Topic: topic,
+				Partitions: []kmsg.TxnOffsetCommitRequestTopicPartition{{Partition: p, Offset: offset, LeaderEpoch: -1}}})
+		}
+		resp, entries := h.c.txnOffsetCommitEntries(&r)
+		reply := make(chan *kmsg.TxnOffsetCommitResponse, 1)
+		s.append(s.txnOffsetCommit(&r, resp, entries, reply))
+		await(h, str("name", "txn-commit"), reply, func(r *kmsg.TxnOffsetCommitResponse) string {
+			var ps []string
+			for _, t := range r.Topics {
+				for _, p := range t.Partitions {
+					ps = append(ps, fmt.Sprintf("%s/%d %s", t.Topic, p.Partition, code(p.ErrorCode)))
+				}
+			}
+			return "txn-commit " + strings.Join(ps, ", ")
+		})
+	case "txn-complete":
+		pid, commit := num("pid", -1), d.HasArg("commit")
+		h.committed = append(h.committed, record.BuildMarker(nil, pid, int16(num("epoch", 0)), commit, 0, s.now.UnixMilli()))
+		s.completeTxn(pid, commit, s.now)
+	case "offset-fetch":
+		rg := kmsg.NewOffsetFetchRequestGroup()
+		rg.Group = str("g", "")
+		resp := s.offsetFetch(&rg, 8, d.HasArg("stable"))
+		var ps []string
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if p.ErrorCode != 0 {
+					ps = append(ps, fmt.Sprintf("%s/%d %s", t.Topic, p.Partition, code(p.ErrorCode)))
+				} else {
+					ps = append(ps, fmt.Sprintf("%s/%d=%d", t.Topic, p.Partition, p.Offset))
+				}
+			}
+		}
+		sort.Strings(ps)
+		fmt.Fprintf(&out, "offsets %s %s\n", code(resp.ErrorCode), strings.Join(ps, " "))
 	case "advance":
 		now := s.now.Add(time.Duration(num("ms", 0)) * time.Millisecond)
 		s.now = now
@@ -258,8 +330,16 @@ func (h *script) run(t *testing.T, d *datadriven.TestData) string {
 		ws := h.writes[:min(n, len(h.writes))]
 		h.writes = h.writes[len(ws):]
 		for _, w := range ws {
-			if err == nil {
-				h.committed = append(h.committed, w.Records...)
+			if err == nil && len(w.Records) > 0 {
+				recs := make([]record.Rec, len(w.Records))
+				for i, r := range w.Records {
+					recs[i] = record.Rec{Key: r.Key, Value: r.Value, Timestamp: s.now.UnixMilli()}
+				}
+				if w.Producer != nil {
+					h.committed = append(h.committed, record.BuildTransactional(nil, w.Producer.ID, w.Producer.Epoch, recs))
+				} else {
+					h.committed = append(h.committed, record.Build(nil, recs))
+				}
 			}
 			if w.Done != nil {
 				w.Done(err)
@@ -277,12 +357,8 @@ func (h *script) run(t *testing.T, d *datadriven.TestData) string {
 		s.onUnloaded()
 		h.s = h.newState()
 		s = h.s
-		if len(h.committed) > 0 {
-			recs := make([]record.Rec, len(h.committed))
-			for i, r := range h.committed {
-				recs[i] = record.Rec{Key: r.Key, Value: r.Value, Timestamp: s.now.UnixMilli()}
-			}
-			if err := s.Replay(record.Build(nil, recs), s.now); err != nil {
+		for _, b := range h.committed {
+			if err := s.Replay(b, s.now); err != nil {
 				t.Fatalf("%s: replay: %v", d.Pos, err)
 			}
 		}
@@ -292,6 +368,18 @@ func (h *script) run(t *testing.T, d *datadriven.TestData) string {
 	}
 	h.flush(&out)
 	return out.String()
+}
+
+// parseOffset reads T/P=O.
+func parseOffset(t *testing.T, s string) (topic string, partition int32, offset int64) {
+	tp, o, _ := strings.Cut(s, "=")
+	topic, p, _ := strings.Cut(tp, "/")
+	pn, err1 := strconv.Atoi(p)
+	on, err2 := strconv.ParseInt(o, 10, 64)
+	if err1 != nil || err2 != nil {
+		t.Fatalf("offset %q: want topic/partition=offset", s)
+	}
+	return topic, int32(pn), on
 }
 
 func errorNamed(t *testing.T, name string) error {
@@ -316,17 +404,6 @@ func await[T any](h *script, name string, ch chan T, format func(T) string) {
 	}})
 }
 
-func (h *script) await(name string, ch any, format any) {
-	switch ch := ch.(type) {
-	case chan *kmsg.JoinGroupResponse:
-		await(h, name, ch, format.(func(*kmsg.JoinGroupResponse) string))
-	case chan *kmsg.SyncGroupResponse:
-		await(h, name, ch, format.(func(*kmsg.SyncGroupResponse) string))
-	case chan *kmsg.ConsumerGroupHeartbeatResponse:
-		await(h, name, ch, format.(func(*kmsg.ConsumerGroupHeartbeatResponse) string))
-	}
-}
-
 // flush prints the writes queued and the responses sent since the last
 // command.
 func (h *script) flush(out *strings.Builder) {
@@ -335,6 +412,10 @@ func (h *script) flush(out *strings.Builder) {
 		var recs []string
 		for _, r := range w.Records {
 			recs = append(recs, h.recordString(r))
+		}
+		if w.Producer != nil {
+			fmt.Fprintf(out, "write txn pid=%d epoch=%d %s\n", w.Producer.ID, w.Producer.Epoch, strings.Join(recs, "; "))
+			continue
 		}
 		fmt.Fprintf(out, "write %s\n", strings.Join(recs, "; "))
 	}

@@ -366,7 +366,12 @@ func (s *state) offsetFetch(rg *kmsg.OffsetFetchRequestGroup, version int16, req
 			}
 			sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 			for _, p := range ids {
-				t.Partitions = append(t.Partitions, fetchedPartition(p, ps[p], true))
+				fp := fetchedPartition(p, ps[p], true)
+				if requireStable && s.hasPending(rg.Group, topicPartition{topic, p}) {
+					// As for listed partitions (Kafka's fetchAllOffsets).
+					fp.ErrorCode = kerr.UnstableOffsetCommit.Code
+				}
+				t.Partitions = append(t.Partitions, fp)
 			}
 			out.Topics = append(out.Topics, t)
 		}

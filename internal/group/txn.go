@@ -116,32 +116,37 @@ func (c *Coordinator) CompleteTransaction(partition int32, producerID int64, com
 // member are checked as an OffsetCommit's are (KIP-447, v3+), and the
 // offsets written in producerID's transaction, pending until its marker.
 func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCommitRequest) *kmsg.TxnOffsetCommitResponse {
-	build := func() (*kmsg.TxnOffsetCommitResponse, []txnCommitEntry) {
-		resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
-		var entries []txnCommitEntry
-		for _, rt := range req.Topics {
-			t := kmsg.NewTxnOffsetCommitResponseTopic()
-			t.Topic = rt.Topic
-			t.Partitions = make([]kmsg.TxnOffsetCommitResponseTopicPartition, len(rt.Partitions))
-			resp.Topics = append(resp.Topics, t)
-		}
-		for i, rt := range req.Topics {
-			for j, rp := range rt.Partitions {
-				out := &resp.Topics[i].Partitions[j]
-				out.Partition = rp.Partition
-				name, code := c.partitionCheck(rt.Topic, [16]byte{}, false, rp.Partition)
-				if code != 0 {
-					out.ErrorCode = code
-					continue
-				}
-				entries = append(entries, txnCommitEntry{topic: name, partition: rp, code: &out.ErrorCode})
-			}
-		}
-		return resp, entries
-	}
+	build := func() (*kmsg.TxnOffsetCommitResponse, []txnCommitEntry) { return c.txnOffsetCommitEntries(req) }
 	return commitOffsets(ctx, c, req.Group, build, func(s *state, resp *kmsg.TxnOffsetCommitResponse, entries []txnCommitEntry, reply chan *kmsg.TxnOffsetCommitResponse) result {
 		return s.txnOffsetCommit(req, resp, entries, reply)
 	})
+}
+
+// txnOffsetCommitEntries is a TxnOffsetCommit's response with every
+// partition that fails the topic checks answered, and the entries for the
+// rest.
+func (c *Coordinator) txnOffsetCommitEntries(req *kmsg.TxnOffsetCommitRequest) (*kmsg.TxnOffsetCommitResponse, []txnCommitEntry) {
+	resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+	var entries []txnCommitEntry
+	for _, rt := range req.Topics {
+		t := kmsg.NewTxnOffsetCommitResponseTopic()
+		t.Topic = rt.Topic
+		t.Partitions = make([]kmsg.TxnOffsetCommitResponseTopicPartition, len(rt.Partitions))
+		resp.Topics = append(resp.Topics, t)
+	}
+	for i, rt := range req.Topics {
+		for j, rp := range rt.Partitions {
+			out := &resp.Topics[i].Partitions[j]
+			out.Partition = rp.Partition
+			name, code := c.partitionCheck(rt.Topic, [16]byte{}, false, rp.Partition)
+			if code != 0 {
+				out.ErrorCode = code
+				continue
+			}
+			entries = append(entries, txnCommitEntry{topic: name, partition: rp, code: &out.ErrorCode})
+		}
+	}
+	return resp, entries
 }
 
 type txnCommitEntry struct {
