@@ -21,9 +21,15 @@ import (
 // creating and deleting ALTER (checked at the broker the client talks to;
 // see authz.go).
 func init() {
-	register(kmsg.DescribeACLs.Int16(), 0, 3, (*Broker).handleDescribeAcls)
-	registerAdmin(kmsg.CreateACLs.Int16(), 0, 3, (*Broker).handleCreateAcls)
-	registerAdmin(kmsg.DeleteACLs.Int16(), 0, 3, (*Broker).handleDeleteAcls)
+	register(api{key: kmsg.DescribeACLs, min: 0, max: 3, handle: (*Broker).handleDescribeAcls,
+		authorize: clusterRule(auth.OpDescribe), quota: requestTime,
+		errors: func(_ kmsg.Request, resp kmsg.Response, code int16) {
+			resp.(*kmsg.DescribeACLsResponse).ErrorCode = code
+		}})
+	register(api{key: kmsg.CreateACLs, min: 0, max: 3, handle: (*Broker).handleCreateAcls, forwarded: true,
+		authorize: clusterRule(auth.OpAlter), errors: createAclsErrors, quota: requestTime})
+	register(api{key: kmsg.DeleteACLs, min: 0, max: 3, handle: (*Broker).handleDeleteAcls, forwarded: true,
+		authorize: clusterRule(auth.OpAlter), errors: deleteAclsErrors, quota: requestTime})
 }
 
 func toAuthAcl(a metadata.Acl) auth.Acl {
@@ -164,4 +170,24 @@ func (b *Broker) handleDeleteAcls(ctx context.Context, _ *wire.Conn, req *wire.R
 		}
 		return resp
 	})
+}
+
+// createAclsErrors answers each creation req names with code.
+func createAclsErrors(req kmsg.Request, resp kmsg.Response, code int16) {
+	out := resp.(*kmsg.CreateACLsResponse)
+	for range req.(*kmsg.CreateACLsRequest).Creations {
+		res := kmsg.NewCreateACLsResponseResult()
+		res.ErrorCode = code
+		out.Results = append(out.Results, res)
+	}
+}
+
+// deleteAclsErrors answers each filter req names with code.
+func deleteAclsErrors(req kmsg.Request, resp kmsg.Response, code int16) {
+	out := resp.(*kmsg.DeleteACLsResponse)
+	for range req.(*kmsg.DeleteACLsRequest).Filters {
+		res := kmsg.NewDeleteACLsResponseResult()
+		res.ErrorCode = code
+		out.Results = append(out.Results, res)
+	}
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strata-io/strata/internal/auth"
 	"github.com/strata-io/strata/internal/controller"
 	"github.com/strata-io/strata/internal/wire"
 )
@@ -22,7 +23,10 @@ import (
 // (cancel), INVALID_REPLICATION_FACTOR (v1 with the replication factor
 // changing and not allowed). Any broker takes it and forwards it to the
 // active controller.
-func init() { registerAdmin(45, 0, 1, (*Broker).handleAlterPartitionReassignments) }
+func init() {
+	register(api{key: kmsg.AlterPartitionAssignments, min: 0, max: 1, handle: (*Broker).handleAlterPartitionReassignments,
+		forwarded: true, authorize: clusterRule(auth.OpAlter), errors: alterPartitionAssignmentsErrors, quota: requestTime})
+}
 
 func (b *Broker) handleAlterPartitionReassignments(ctx context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
 	r := req.Body.(*kmsg.AlterPartitionAssignmentsRequest)
@@ -55,4 +59,21 @@ func (b *Broker) handleAlterPartitionReassignments(ctx context.Context, _ *wire.
 		}
 		return resp
 	})
+}
+
+// alterPartitionAssignmentsErrors answers the request and each partition
+// it names with code.
+func alterPartitionAssignmentsErrors(req kmsg.Request, resp kmsg.Response, code int16) {
+	out := resp.(*kmsg.AlterPartitionAssignmentsResponse)
+	out.ErrorCode = code
+	for _, t := range req.(*kmsg.AlterPartitionAssignmentsRequest).Topics {
+		rt := kmsg.NewAlterPartitionAssignmentsResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewAlterPartitionAssignmentsResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		out.Topics = append(out.Topics, rt)
+	}
 }

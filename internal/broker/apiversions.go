@@ -23,7 +23,14 @@ import (
 // when no record did: a cluster bootstrapped before features existed). A
 // client uses transactions version 2 only once transaction.version 2 is
 // finalized, as Kafka 4 clients do.
-func init() { register(18, 0, 4, (*Broker).handleApiVersions) }
+func init() {
+	register(api{key: kmsg.ApiVersions, min: 0, max: 4, handle: (*Broker).handleApiVersions,
+		authorize: authorizeNothing, errors: apiVersionsErrors, quota: requestTime})
+}
+
+func apiVersionsErrors(_ kmsg.Request, resp kmsg.Response, code int16) {
+	resp.(*kmsg.ApiVersionsResponse).ErrorCode = code
+}
 
 func (b *Broker) handleApiVersions(_ context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
 	resp := req.Body.(*kmsg.ApiVersionsRequest).ResponseKind().(*kmsg.ApiVersionsResponse)

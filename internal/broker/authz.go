@@ -100,6 +100,7 @@ type access struct {
 	subject auth.Subject
 	host    string
 	img     *metadata.Image
+	api     *api // the request's API
 }
 
 func (a *access) can(op, rt int8, name string) bool {
@@ -109,64 +110,20 @@ func (a *access) cluster(op int8) bool            { return a.can(op, auth.Resour
 func (a *access) topic(op int8, name string) bool { return a.can(op, auth.ResourceTopic, name) }
 func (a *access) group(op int8, name string) bool { return a.can(op, auth.ResourceGroup, name) }
 
-// authzRule authorizes one API's request; next is its handler.
+// authzRule authorizes one API's request; next is its handler. Each API's
+// descriptor names its rule (api.authorize).
 type authzRule func(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response
 
-var authzRules = map[int16]authzRule{}
-
-func init() {
-	open := func(b *Broker, _ access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
-		return next(b, ctx, c, req)
-	}
-	for _, k := range []kmsg.Key{kmsg.ApiVersions, kmsg.SASLHandshake, kmsg.SASLAuthenticate} {
-		authzRules[k.Int16()] = open
-	}
-	authzRules[kmsg.DescribeCluster.Int16()] = authorizeDescribeCluster
-	authzRules[kmsg.Produce.Int16()] = authorizeProduce
-	authzRules[kmsg.Fetch.Int16()] = authorizeFetch
-	authzRules[kmsg.Metadata.Int16()] = authorizeMetadata
-	authzRules[kmsg.ListOffsets.Int16()] = authorizeListOffsets
-	authzRules[kmsg.OffsetForLeaderEpoch.Int16()] = authorizeOffsetForLeaderEpoch
-	authzRules[kmsg.FindCoordinator.Int16()] = authorizeFindCoordinator
-	authzRules[kmsg.InitProducerID.Int16()] = authorizeInitProducerID
-	for _, k := range []kmsg.Key{kmsg.JoinGroup, kmsg.SyncGroup, kmsg.Heartbeat, kmsg.LeaveGroup, kmsg.ConsumerGroupHeartbeat} {
-		authzRules[k.Int16()] = authorizeGroupRead
-	}
-	authzRules[kmsg.AddPartitionsToTxn.Int16()] = authorizeAddPartitionsToTxn
-	authzRules[kmsg.AddOffsetsToTxn.Int16()] = authorizeTxnWrite
-	authzRules[kmsg.EndTxn.Int16()] = authorizeTxnWrite
-	authzRules[kmsg.WriteTxnMarkers.Int16()] = clusterRule(auth.OpClusterAction)
-	authzRules[kmsg.OffsetCommit.Int16()] = authorizeOffsetCommit
-	authzRules[kmsg.OffsetFetch.Int16()] = authorizeOffsetFetch
-	authzRules[kmsg.OffsetDelete.Int16()] = authorizeOffsetDelete
-	authzRules[kmsg.DescribeGroups.Int16()] = authorizeDescribeGroups
-	authzRules[kmsg.ConsumerGroupDescribe.Int16()] = authorizeConsumerGroupDescribe
-	authzRules[kmsg.ListGroups.Int16()] = authorizeListGroups
-	authzRules[kmsg.DeleteGroups.Int16()] = authorizeDeleteGroups
-	authzRules[kmsg.CreateTopics.Int16()] = authorizeCreateTopics
-	authzRules[kmsg.DeleteTopics.Int16()] = authorizeDeleteTopics
-	authzRules[kmsg.CreatePartitions.Int16()] = authorizeCreatePartitions
-	authzRules[kmsg.DeleteRecords.Int16()] = authorizeDeleteRecords
-	authzRules[kmsg.DescribeProducers.Int16()] = authorizeDescribeProducers
-	authzRules[kmsg.DescribeConfigs.Int16()] = authorizeDescribeConfigs
-	authzRules[kmsg.AlterConfigs.Int16()] = authorizeAlterConfigs
-	authzRules[kmsg.IncrementalAlterConfigs.Int16()] = authorizeIncrementalAlterConfigs
-	for key, op := range map[kmsg.Key]int8{
-		kmsg.DescribeACLs: auth.OpDescribe, kmsg.CreateACLs: auth.OpAlter, kmsg.DeleteACLs: auth.OpAlter,
-		kmsg.DescribeUserSCRAMCredentials: auth.OpDescribe, kmsg.AlterUserSCRAMCredentials: auth.OpAlter,
-		kmsg.DescribeLogDirs: auth.OpDescribe, kmsg.AlterPartitionAssignments: auth.OpAlter,
-		kmsg.ListPartitionReassignments: auth.OpDescribe, kmsg.DescribeQuorum: auth.OpDescribe,
-		kmsg.ElectLeaders:         auth.OpAlter,
-		kmsg.DescribeClientQuotas: auth.OpDescribeConfigs, kmsg.AlterClientQuotas: auth.OpAlterConfigs,
-		kmsg.UpdateFeatures: auth.OpAlter,
-	} {
-		authzRules[key.Int16()] = clusterRule(op)
-	}
+// authorizeNothing is the rule of the APIs any connection may call
+// (ApiVersions and the SASL exchange).
+func authorizeNothing(b *Broker, _ access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+	return next(b, ctx, c, req)
 }
 
 // authorize runs the request's rule when authorization is on and the
 // principal is not a super user.
-func (b *Broker) authorize(ctx context.Context, c *wire.Conn, s *session, req *wire.Request, next handler) wire.Response {
+func (b *Broker) authorize(ctx context.Context, c *wire.Conn, s *session, a *api, req *wire.Request) wire.Response {
+	next := a.clientHandler()
 	img := b.image.Load()
 	az, version := b.authorizerFor(img)
 	if az == nil {
@@ -181,12 +138,11 @@ func (b *Broker) authorize(ctx context.Context, c *wire.Conn, s *session, req *w
 	if s.subject.Super() {
 		return next(b, ctx, c, req)
 	}
-	rule, ok := authzRules[req.Key]
-	if !ok {
+	if a.authorize == nil {
 		b.logger.Info("closing connection: no authorization rule for the API", "api", apiName(req.Key), "principal", s.principal, "remote", c.RemoteAddr())
 		return wire.Response{NoResponse: true, Close: true}
 	}
-	return rule(b, access{az: az, p: s.principal, subject: s.subject, host: s.host, img: img}, ctx, c, req, next)
+	return a.authorize(b, access{az: az, p: s.principal, subject: s.subject, host: s.host, img: img, api: a}, ctx, c, req, next)
 }
 
 // fixResponse applies fix to the response body the handler returns, now
@@ -209,13 +165,23 @@ func fixResponse(resp wire.Response, fix func(kmsg.Response)) wire.Response {
 	return resp
 }
 
-// errorResponse answers a whole request with code in each of its entries;
-// see setAllErrors.
-func errorResponse(req *wire.Request, code int16) wire.Response {
-	resp := req.Body.ResponseKind()
-	resp.SetVersion(req.Version)
-	setAllErrors(req.Body, resp, code)
-	return respond(resp)
+// refuse answers a whole request with code in each of its entries (the
+// API's api.errors), or closes the connection for an API that has no
+// such answer (fail closed).
+func (a *access) refuse(req *wire.Request, code int16) wire.Response {
+	if a.api.errors == nil {
+		return wire.Response{NoResponse: true, Close: true}
+	}
+	return respond(errorAnswer(a.api, req.Body, code))
+}
+
+// errorAnswer is the response to req that carries code everywhere (the
+// API's api.errors).
+func errorAnswer(a *api, req kmsg.Request, code int16) kmsg.Response {
+	resp := req.ResponseKind()
+	resp.SetVersion(req.GetVersion())
+	a.errors(req, resp, code)
+	return resp
 }
 
 var (
@@ -228,7 +194,7 @@ var (
 func clusterRule(op int8) authzRule {
 	return func(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 		if !a.cluster(op) {
-			return errorResponse(req, clusterDenied)
+			return a.refuse(req, clusterDenied)
 		}
 		return next(b, ctx, c, req)
 	}
@@ -288,7 +254,7 @@ func authorizeProduce(b *Broker, a access, ctx context.Context, c *wire.Conn, re
 		if r.Acks == 0 {
 			return wire.Response{NoResponse: true}
 		}
-		return errorResponse(req, txnDenied)
+		return a.refuse(req, txnDenied)
 	}
 	kept, denied := split(r.Topics, func(t kmsg.ProduceRequestTopic) bool { return a.topic(auth.OpWrite, t.Topic) })
 	if len(denied) == 0 {
@@ -297,7 +263,7 @@ func authorizeProduce(b *Broker, a access, ctx context.Context, c *wire.Conn, re
 	r.Topics = kept
 	denials := *r
 	denials.Topics = denied
-	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) { appendErrors(&denials, body, topicDenied) })
+	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) { produceErrors(&denials, body, topicDenied) })
 }
 
 func authorizeFetch(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
@@ -305,7 +271,7 @@ func authorizeFetch(b *Broker, a access, ctx context.Context, c *wire.Conn, req 
 	if r.ReplicaID >= 0 || r.ReplicaState.ID >= 0 {
 		// A follower's fetch needs CLUSTER_ACTION.
 		if !a.cluster(auth.OpClusterAction) {
-			return errorResponse(req, topicDenied)
+			return a.refuse(req, topicDenied)
 		}
 		return next(b, ctx, c, req)
 	}
@@ -328,7 +294,7 @@ func authorizeFetch(b *Broker, a access, ctx context.Context, c *wire.Conn, req 
 	r.Topics = kept
 	denials := *r
 	denials.Topics = denied
-	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) { appendErrors(&denials, body, topicDenied) })
+	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) { fetchErrors(&denials, body, topicDenied) })
 }
 
 // authorizeMetadata answers, when asked, the cluster's and the topics'
@@ -431,14 +397,14 @@ func authorizeListOffsets(b *Broker, a access, ctx context.Context, c *wire.Conn
 	r.Topics = kept
 	denials := *r
 	denials.Topics = denied
-	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) { appendErrors(&denials, body, topicDenied) })
+	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) { listOffsetsErrors(&denials, body, topicDenied) })
 }
 
 func authorizeOffsetForLeaderEpoch(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 	r := req.Body.(*kmsg.OffsetForLeaderEpochRequest)
 	if r.ReplicaID >= 0 {
 		if !a.cluster(auth.OpClusterAction) {
-			return errorResponse(req, clusterDenied)
+			return a.refuse(req, clusterDenied)
 		}
 		return next(b, ctx, c, req)
 	}
@@ -449,7 +415,7 @@ func authorizeOffsetForLeaderEpoch(b *Broker, a access, ctx context.Context, c *
 	r.Topics = kept
 	denials := *r
 	denials.Topics = denied
-	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) { appendErrors(&denials, body, topicDenied) })
+	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) { offsetForLeaderEpochErrors(&denials, body, topicDenied) })
 }
 
 func authorizeFindCoordinator(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
@@ -462,7 +428,7 @@ func authorizeFindCoordinator(b *Broker, a access, ctx context.Context, c *wire.
 	}
 	if r.Version < 4 {
 		if ok, code := allowed(r.CoordinatorKey); !ok {
-			return errorResponse(req, code)
+			return a.refuse(req, code)
 		}
 		return next(b, ctx, c, req)
 	}
@@ -495,14 +461,14 @@ func authorizeInitProducerID(b *Broker, a access, ctx context.Context, c *wire.C
 	r := req.Body.(*kmsg.InitProducerIDRequest)
 	if r.TransactionalID != nil {
 		if !a.can(auth.OpWrite, auth.ResourceTransactionalID, *r.TransactionalID) {
-			return errorResponse(req, txnDenied)
+			return a.refuse(req, txnDenied)
 		}
 		return next(b, ctx, c, req)
 	}
 	// An idempotent producer needs IDEMPOTENT_WRITE on the cluster, or
 	// (KIP-679) WRITE on some topic.
 	if !a.cluster(auth.OpIdempotentWrite) && !a.az.AllowsAny(a.p, a.host, auth.OpWrite, auth.ResourceTopic) {
-		return errorResponse(req, clusterDenied)
+		return a.refuse(req, clusterDenied)
 	}
 	return next(b, ctx, c, req)
 }
@@ -516,7 +482,7 @@ func authorizeAddPartitionsToTxn(b *Broker, a access, ctx context.Context, c *wi
 		return clusterRule(auth.OpClusterAction)(b, a, ctx, c, req, next)
 	}
 	if !a.can(auth.OpWrite, auth.ResourceTransactionalID, r.TransactionalID) {
-		return errorResponse(req, txnDenied)
+		return a.refuse(req, txnDenied)
 	}
 	if !slices.ContainsFunc(r.Topics, func(t kmsg.AddPartitionsToTxnRequestTopic) bool { return !a.topic(auth.OpWrite, t.Topic) }) {
 		return next(b, ctx, c, req)
@@ -545,52 +511,42 @@ func authorizeAddPartitionsToTxn(b *Broker, a access, ctx context.Context, c *wi
 	return respond(resp)
 }
 
-// authorizeTxnWrite is the rule of AddOffsetsToTxn and EndTxn: WRITE on
-// the transactional id, then, for AddOffsetsToTxn, READ on the group (in
-// that order, as KafkaApis checks them).
-func authorizeTxnWrite(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
-	var id, group string
-	switch r := req.Body.(type) {
-	case *kmsg.AddOffsetsToTxnRequest:
-		id, group = r.TransactionalID, r.Group
-	case *kmsg.EndTxnRequest:
-		id = r.TransactionalID
+// authorizeAddOffsetsToTxn: WRITE on the transactional id, then READ on
+// the group (in that order, as KafkaApis checks them).
+func authorizeAddOffsetsToTxn(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+	r := req.Body.(*kmsg.AddOffsetsToTxnRequest)
+	if !a.can(auth.OpWrite, auth.ResourceTransactionalID, r.TransactionalID) {
+		return a.refuse(req, txnDenied)
 	}
-	if !a.can(auth.OpWrite, auth.ResourceTransactionalID, id) {
-		return errorResponse(req, txnDenied)
-	}
-	if _, ok := req.Body.(*kmsg.AddOffsetsToTxnRequest); ok && !a.group(auth.OpRead, group) {
-		return errorResponse(req, groupDenied)
+	if !a.group(auth.OpRead, r.Group) {
+		return a.refuse(req, groupDenied)
 	}
 	return next(b, ctx, c, req)
 }
 
-// authorizeGroupRead is the rule of the group membership APIs: READ on
-// the group.
-func authorizeGroupRead(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
-	var group string
-	switch r := req.Body.(type) {
-	case *kmsg.JoinGroupRequest:
-		group = r.Group
-	case *kmsg.SyncGroupRequest:
-		group = r.Group
-	case *kmsg.HeartbeatRequest:
-		group = r.Group
-	case *kmsg.LeaveGroupRequest:
-		group = r.Group
-	case *kmsg.ConsumerGroupHeartbeatRequest:
-		group = r.Group
-	}
-	if !a.group(auth.OpRead, group) {
-		return errorResponse(req, groupDenied)
+// authorizeEndTxn: WRITE on the transactional id.
+func authorizeEndTxn(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+	if !a.can(auth.OpWrite, auth.ResourceTransactionalID, req.Body.(*kmsg.EndTxnRequest).TransactionalID) {
+		return a.refuse(req, txnDenied)
 	}
 	return next(b, ctx, c, req)
+}
+
+// groupReadRule is the rule of the group membership APIs: READ on the
+// group the request names.
+func groupReadRule(group func(kmsg.Request) string) authzRule {
+	return func(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+		if !a.group(auth.OpRead, group(req.Body)) {
+			return a.refuse(req, groupDenied)
+		}
+		return next(b, ctx, c, req)
+	}
 }
 
 func authorizeOffsetCommit(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 	r := req.Body.(*kmsg.OffsetCommitRequest)
 	if !a.group(auth.OpRead, r.Group) {
-		return errorResponse(req, groupDenied)
+		return a.refuse(req, groupDenied)
 	}
 	kept, denied := split(r.Topics, func(t kmsg.OffsetCommitRequestTopic) bool { return a.topic(auth.OpRead, t.Topic) })
 	if len(denied) == 0 {
@@ -599,7 +555,7 @@ func authorizeOffsetCommit(b *Broker, a access, ctx context.Context, c *wire.Con
 	r.Topics = kept
 	denials := *r
 	denials.Topics = denied
-	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) { appendErrors(&denials, body, topicDenied) })
+	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) { offsetCommitErrors(&denials, body, topicDenied) })
 }
 
 // authorizeOffsetFetch: DESCRIBE on each group; of a group's offsets,
@@ -611,7 +567,7 @@ func authorizeOffsetFetch(b *Broker, a access, ctx context.Context, c *wire.Conn
 	describable := func(topic string) bool { return a.topic(auth.OpDescribe, topic) }
 	if r.Version < 8 {
 		if !a.group(auth.OpDescribe, r.Group) {
-			return errorResponse(req, groupDenied)
+			return a.refuse(req, groupDenied)
 		}
 		var denied []kmsg.OffsetFetchRequestTopic
 		if r.Topics != nil {
@@ -683,7 +639,7 @@ func authorizeOffsetFetch(b *Broker, a access, ctx context.Context, c *wire.Conn
 func authorizeOffsetDelete(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
 	r := req.Body.(*kmsg.OffsetDeleteRequest)
 	if !a.group(auth.OpDelete, r.Group) {
-		return errorResponse(req, groupDenied)
+		return a.refuse(req, groupDenied)
 	}
 	// Topics it may not READ are answered per partition, the others
 	// deleted, as KafkaApis does.
@@ -900,7 +856,7 @@ func authorizeDeleteRecords(b *Broker, a access, ctx context.Context, c *wire.Co
 	r.Topics = kept
 	denials := *r
 	denials.Topics = denied
-	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) { appendErrors(&denials, body, topicDenied) })
+	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) { deleteRecordsErrors(&denials, body, topicDenied) })
 }
 
 func authorizeDescribeProducers(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
@@ -912,7 +868,7 @@ func authorizeDescribeProducers(b *Broker, a access, ctx context.Context, c *wir
 	r.Topics = kept
 	denials := *r
 	denials.Topics = denied
-	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) { appendErrors(&denials, body, topicDenied) })
+	return fixResponse(next(b, ctx, c, req), func(body kmsg.Response) { describeProducersErrors(&denials, body, topicDenied) })
 }
 
 // configAllowed checks a config resource: a topic's own ACLs, a broker's

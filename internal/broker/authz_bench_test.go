@@ -58,10 +58,12 @@ func BenchmarkAuthorize10kRequest(b *testing.B) {
 		handled++
 		return wire.Response{}
 	}
+	produce := *apis[kmsg.Produce.Int16()]
+	produce.handle = next
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		tb.authorize(ctx, nil, s, req, next)
+		tb.authorize(ctx, nil, s, &produce, req)
 	}
 	if handled != b.N || len(r.Topics) != 1 {
 		b.Fatalf("%d of %d requests reached the handler, with %d topics", handled, b.N, len(r.Topics))

@@ -12,12 +12,6 @@ import (
 
 // Authorization rules of the transaction admin APIs and
 // DescribeTopicPartitions, as KafkaApis has them (see authz.go).
-func init() {
-	authzRules[kmsg.TxnOffsetCommit.Int16()] = authorizeTxnOffsetCommit
-	authzRules[kmsg.DescribeTransactions.Int16()] = authorizeDescribeTransactions
-	authzRules[kmsg.ListTransactions.Int16()] = authorizeListTransactions
-	authzRules[kmsg.DescribeTopicPartitions.Int16()] = authorizeDescribeTopicPartitions
-}
 
 // authorizeTxnOffsetCommit: WRITE on the transactional id and READ on the
 // group, or the whole request is refused; the partitions of topics it may

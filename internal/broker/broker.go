@@ -2,6 +2,14 @@
 // calling into the replica, group, producer and controller packages where
 // the logic lives. It implements wire.Handler.
 //
+// Each API's file registers everything about it in one descriptor (api,
+// handle.go): its key and versions, its handler, its authorization rule,
+// how to answer every part of a request with one error (authorization
+// refusals, and NOT_CONTROLLER when a forwarded request finds no
+// controller), whether clients' requests for it are forwarded to the
+// active controller, and how client quotas count it. TestAPIDescriptors
+// fails for an advertised API whose descriptor misses a part.
+//
 // The broker follows the committed metadata image: when the image changes
 // it opens, leads, reconfigures or deletes the partitions it hosts
 // (applyImage). Request handlers read the image through an atomic pointer

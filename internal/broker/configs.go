@@ -41,9 +41,12 @@ import (
 // from single keys.
 // * Broker loggers (resource type 8) are not supported: INVALID_REQUEST.
 func init() {
-	register(32, 1, 4, (*Broker).handleDescribeConfigs)
-	registerAdmin(33, 0, 2, (*Broker).handleAlterConfigs)
-	registerAdmin(44, 0, 1, (*Broker).handleIncrementalAlterConfigs)
+	register(api{key: kmsg.DescribeConfigs, min: 1, max: 4, handle: (*Broker).handleDescribeConfigs,
+		authorize: authorizeDescribeConfigs, errors: describeConfigsErrors, quota: requestTime})
+	register(api{key: kmsg.AlterConfigs, min: 0, max: 2, handle: (*Broker).handleAlterConfigs, forwarded: true,
+		authorize: authorizeAlterConfigs, errors: alterConfigsErrors, quota: requestTime})
+	register(api{key: kmsg.IncrementalAlterConfigs, min: 0, max: 1, handle: (*Broker).handleIncrementalAlterConfigs, forwarded: true,
+		authorize: authorizeIncrementalAlterConfigs, errors: incrementalAlterConfigsErrors, quota: requestTime})
 }
 
 func (b *Broker) handleDescribeConfigs(_ context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
@@ -370,4 +373,34 @@ func (b *Broker) checkBrokerChanges(resource string, changes []controller.Config
 		}
 	}
 	return nil
+}
+
+// describeConfigsErrors answers each resource req names with code.
+func describeConfigsErrors(req kmsg.Request, resp kmsg.Response, code int16) {
+	out := resp.(*kmsg.DescribeConfigsResponse)
+	for _, res := range req.(*kmsg.DescribeConfigsRequest).Resources {
+		rr := kmsg.NewDescribeConfigsResponseResource()
+		rr.ResourceType, rr.ResourceName, rr.ErrorCode = res.ResourceType, res.ResourceName, code
+		out.Resources = append(out.Resources, rr)
+	}
+}
+
+// alterConfigsErrors answers each resource req names with code.
+func alterConfigsErrors(req kmsg.Request, resp kmsg.Response, code int16) {
+	out := resp.(*kmsg.AlterConfigsResponse)
+	for _, res := range req.(*kmsg.AlterConfigsRequest).Resources {
+		rr := kmsg.NewAlterConfigsResponseResource()
+		rr.ResourceType, rr.ResourceName, rr.ErrorCode = res.ResourceType, res.ResourceName, code
+		out.Resources = append(out.Resources, rr)
+	}
+}
+
+// incrementalAlterConfigsErrors answers each resource req names with code.
+func incrementalAlterConfigsErrors(req kmsg.Request, resp kmsg.Response, code int16) {
+	out := resp.(*kmsg.IncrementalAlterConfigsResponse)
+	for _, res := range req.(*kmsg.IncrementalAlterConfigsRequest).Resources {
+		rr := kmsg.NewIncrementalAlterConfigsResponseResource()
+		rr.ResourceType, rr.ResourceName, rr.ErrorCode = res.ResourceType, res.ResourceName, code
+		out.Resources = append(out.Resources, rr)
+	}
 }

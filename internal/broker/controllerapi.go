@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strata-io/strata/internal/auth"
 	"github.com/strata-io/strata/internal/controller"
 	"github.com/strata-io/strata/internal/metadata"
 	"github.com/strata-io/strata/internal/quorum"
@@ -32,46 +33,48 @@ import (
 // answers them NOT_CONTROLLER, and the broker tries the leader the quorum
 // names.
 
-// controllerAPIs are the APIs of the controller listener, filled by each
-// API's file; see registerController.
-var controllerAPIs = map[int16]api{}
-
-// registerController adds an API to the controller listener.
-func registerController(key int16, min, max int16, h handler) {
-	if _, dup := controllerAPIs[key]; dup {
-		panic(fmt.Sprintf("broker: controller API key %d registered twice", key))
-	}
-	controllerAPIs[key] = api{min: min, max: max, handle: h}
-}
-
-// registerAdmin registers an admin API that the active controller answers:
-// clients' requests for it are forwarded there (forwardToController), and
-// h answers it on the controller listener.
-func registerAdmin(key int16, min, max int16, h handler) {
-	register(key, min, max, (*Broker).forwardToController)
-	registerController(key, min, max, h)
-}
-
 func init() {
-	registerController(18, 0, 4, (*Broker).handleControllerApiVersions)
-	registerController(kmsg.SASLHandshake.Int16(), 0, 1, (*Broker).handleSaslHandshake)
-	registerController(kmsg.SASLAuthenticate.Int16(), 0, 2, (*Broker).handleSaslAuthenticate)
-	registerController(62, 0, 4, (*Broker).handleBrokerRegistration)
-	registerController(63, 0, 2, (*Broker).handleBrokerHeartbeat)
-	registerController(56, 2, 3, (*Broker).handleAlterPartition)
-	registerController(67, 0, 0, (*Broker).handleAllocateProducerIDs)
+	registerController(api{key: kmsg.ApiVersions, min: 0, max: 4, handle: (*Broker).handleControllerApiVersions,
+		authorize: authorizeNothing, errors: apiVersionsErrors})
+	registerController(api{key: kmsg.BrokerRegistration, min: 0, max: 4, handle: (*Broker).handleBrokerRegistration,
+		authorize: controllerRule(auth.OpClusterAction),
+		errors: func(_ kmsg.Request, resp kmsg.Response, code int16) {
+			out := resp.(*kmsg.BrokerRegistrationResponse)
+			out.ErrorCode, out.BrokerEpoch = code, -1
+		}})
+	registerController(api{key: kmsg.BrokerHeartbeat, min: 0, max: 2, handle: (*Broker).handleBrokerHeartbeat,
+		authorize: controllerRule(auth.OpClusterAction),
+		errors: func(_ kmsg.Request, resp kmsg.Response, code int16) {
+			out := resp.(*kmsg.BrokerHeartbeatResponse)
+			out.ErrorCode, out.IsFenced = code, true
+		}})
+	registerController(api{key: kmsg.AlterPartition, min: 2, max: 3, handle: (*Broker).handleAlterPartition,
+		authorize: controllerRule(auth.OpClusterAction),
+		errors: func(_ kmsg.Request, resp kmsg.Response, code int16) {
+			resp.(*kmsg.AlterPartitionResponse).ErrorCode = code
+		}})
+	registerController(api{key: kmsg.AllocateProducerIDs, min: 0, max: 0, handle: (*Broker).handleAllocateProducerIDs,
+		authorize: controllerRule(auth.OpClusterAction),
+		errors: func(_ kmsg.Request, resp kmsg.Response, code int16) {
+			resp.(*kmsg.AllocateProducerIDsResponse).ErrorCode = code
+		}})
+	registerController(api{key: kmsg.Fetch, min: 12, max: 16, handle: (*Broker).handleMetadataFetch,
+		authorize: controllerRule(auth.OpClusterAction),
+		errors: func(req kmsg.Request, resp kmsg.Response, code int16) {
+			resp.(*kmsg.FetchResponse).ErrorCode = code
+			fetchErrors(req, resp, code)
+		}})
+	registerController(api{key: kmsg.FetchSnapshot, min: 0, max: 1, handle: (*Broker).handleFetchSnapshot,
+		authorize: controllerRule(auth.OpClusterAction),
+		errors: func(_ kmsg.Request, resp kmsg.Response, code int16) {
+			resp.(*kmsg.FetchSnapshotResponse).ErrorCode = code
+		}})
 }
 
 // controllerHandler is the controller listener's wire.Handler.
 type controllerHandler struct{ b *Broker }
 
-func (h controllerHandler) Versions() map[int16]wire.VersionRange {
-	out := make(map[int16]wire.VersionRange, len(controllerAPIs))
-	for key, a := range controllerAPIs {
-		out[key] = wire.VersionRange{Min: a.min, Max: a.max}
-	}
-	return out
-}
+func (h controllerHandler) Versions() map[int16]wire.VersionRange { return versionsOf(controllerAPIs) }
 
 // Handle authenticates the connection (on a SASL controller listener)
 // and authorizes the request (controllersecurity.go) before its handler.
@@ -84,7 +87,7 @@ func (h controllerHandler) Handle(ctx context.Context, c *wire.Conn, req *wire.R
 	if !ok {
 		panic(fmt.Sprintf("broker: invariant: controller request for unregistered API key %d", req.Key))
 	}
-	return h.b.authorizeController(ctx, c, s, req, a.handle)
+	return h.b.authorizeController(ctx, c, s, a, req)
 }
 
 // serveControllerListener accepts the controller listener's connections
@@ -273,11 +276,6 @@ func (b *Broker) handleAllocateProducerIDs(ctx context.Context, _ *wire.Conn, re
 		}
 		return resp
 	})
-}
-
-func init() {
-	registerController(1, 12, 16, (*Broker).handleMetadataFetch)
-	registerController(59, 0, 1, (*Broker).handleFetchSnapshot)
 }
 
 // Fetch (of __cluster_metadata-0): v12-16, on the controller listener. The

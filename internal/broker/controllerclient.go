@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"time"
 
@@ -19,9 +20,10 @@ import (
 // controllerClient sends requests to the active controller: in-process to
 // this node's controller APIs when this node is the active controller,
 // otherwise over the controller listener of the voter the quorum names as
-// leader (or, not knowing one, each voter in turn). A NOT_CONTROLLER answer
-// or a failed exchange is retried, with a short backoff, until the
-// request's context ends; the last answer (or error) is returned then.
+// leader (or, not knowing one, each voter in turn). An answer with
+// NOT_CONTROLLER anywhere in it (notController) or a failed exchange is
+// retried, with a short backoff, until the request's
+// context ends; the last answer (or error) is returned then.
 type controllerClient struct {
 	b       *Broker
 	voters  []config.Voter
@@ -104,7 +106,7 @@ func (cc *controllerClient) Request(ctx context.Context, req kmsg.Request) (kmsg
 		} else {
 			err = fmt.Errorf("broker: the quorum names node %d, which is not among controller.quorum.voters", id)
 		}
-		if err == nil && !notController(resp) {
+		if err == nil && !notController(req, resp) {
 			return resp, nil
 		}
 		if err == nil {
@@ -143,80 +145,49 @@ func (b *Broker) handleControllerLocally(ctx context.Context, req kmsg.Request) 
 	return res.Body, nil
 }
 
-// notController reports whether a controller's answer says it is not the
-// active controller (anywhere in it), so the request should go elsewhere.
-func notController(resp kmsg.Response) bool {
-	nc := kerr.NotController.Code
-	switch r := resp.(type) {
-	case *kmsg.BrokerRegistrationResponse:
-		return r.ErrorCode == nc
-	case *kmsg.BrokerHeartbeatResponse:
-		return r.ErrorCode == nc
-	case *kmsg.AllocateProducerIDsResponse:
-		return r.ErrorCode == nc
-	case *kmsg.AlterPartitionResponse:
-		if r.ErrorCode == nc {
-			return true
-		}
-		for _, t := range r.Topics {
-			for _, p := range t.Partitions {
-				if p.ErrorCode == nc {
-					return true
-				}
+// notController reports whether a controller's answer to req says it is
+// not the active controller (anywhere in it: a voter that lost the
+// leadership while it answered may have done part of the request, which
+// is idempotent for every controller API), so the request should go
+// elsewhere.
+func notController(req kmsg.Request, resp kmsg.Response) bool {
+	if carriesCode(resp, kerr.NotController.Code) {
+		return true
+	}
+	a := controllerAPIs[req.Key()]
+	return a != nil && a.staleCode != 0 && carriesCode(resp, a.staleCode)
+}
+
+// carriesCode reports whether any field named ErrorCode in resp, at the
+// top or in any entry, holds code. It reads the kmsg struct by reflection,
+// so that no API needs a list of where its answer keeps errors; it runs
+// only for answers from the controller.
+func carriesCode(resp kmsg.Response, code int16) bool {
+	return hasErrorCode(reflect.ValueOf(resp), code)
+}
+
+func hasErrorCode(v reflect.Value, code int16) bool {
+	switch v.Kind() {
+	case reflect.Pointer:
+		return !v.IsNil() && hasErrorCode(v.Elem(), code)
+	case reflect.Struct:
+		t := v.Type()
+		for i := 0; i < v.NumField(); i++ {
+			f := v.Field(i)
+			if t.Field(i).Name == "ErrorCode" && f.Kind() == reflect.Int16 && int16(f.Int()) == code {
+				return true
 			}
-		}
-	case *kmsg.CreateTopicsResponse:
-		for _, t := range r.Topics {
-			if t.ErrorCode == nc {
+			if (f.Kind() == reflect.Slice || f.Kind() == reflect.Struct) && hasErrorCode(f, code) {
 				return true
 			}
 		}
-	case *kmsg.DeleteTopicsResponse:
-		for _, t := range r.Topics {
-			if t.ErrorCode == nc {
+	case reflect.Slice:
+		if v.Type().Elem().Kind() != reflect.Struct {
+			return false // bytes, strings, ids
+		}
+		for i := 0; i < v.Len(); i++ {
+			if hasErrorCode(v.Index(i), code) {
 				return true
-			}
-		}
-	case *kmsg.CreatePartitionsResponse:
-		for _, t := range r.Topics {
-			if t.ErrorCode == nc {
-				return true
-			}
-		}
-	case *kmsg.AlterConfigsResponse:
-		for _, t := range r.Resources {
-			if t.ErrorCode == nc {
-				return true
-			}
-		}
-	case *kmsg.IncrementalAlterConfigsResponse:
-		for _, t := range r.Resources {
-			if t.ErrorCode == nc {
-				return true
-			}
-		}
-	case *kmsg.AlterPartitionAssignmentsResponse:
-		if r.ErrorCode == nc {
-			return true
-		}
-		for _, t := range r.Topics {
-			for _, p := range t.Partitions {
-				if p.ErrorCode == nc {
-					return true
-				}
-			}
-		}
-	case *kmsg.ListPartitionReassignmentsResponse:
-		return r.ErrorCode == nc
-	case *kmsg.DescribeQuorumResponse:
-		if r.ErrorCode == nc {
-			return true
-		}
-		for _, t := range r.Topics {
-			for _, p := range t.Partitions {
-				if p.ErrorCode == kerr.NotLeaderForPartition.Code {
-					return true
-				}
 			}
 		}
 	}
@@ -224,153 +195,36 @@ func notController(resp kmsg.Response) bool {
 }
 
 // forwardToController answers a client's admin request by sending it to
-// the active controller, at the client's version, and relaying the answer.
+// the active controller, at the client's version, and relaying the answer;
+// when no controller answered in time, every part of the request is
+// answered NOT_CONTROLLER (the API's api.errors), which clients retry.
 // The wait is deferred, so the connection goes on reading.
 func (b *Broker) forwardToController(ctx context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
 	body := req.Body
+	a := apis[req.Key]
 	return wire.Response{Deferred: func() wire.Response {
-		ctx, cancel := context.WithTimeout(ctx, requestTimeout(body))
+		ctx, cancel := context.WithTimeout(ctx, b.forwardTimeout(body))
 		defer cancel()
 		resp, err := b.ctrl.Request(ctx, body)
 		if err != nil {
 			b.logger.Warn("forwarding to the controller", "api", kmsg.NameForKey(body.Key()), "err", err)
-			resp = notControllerResponse(body)
+			return respond(errorAnswer(a, body, kerr.NotController.Code))
 		}
-		b.afterController(ctx, body, resp)
+		if a.afterForward != nil {
+			a.afterForward(b, ctx, body, resp)
+		}
 		return respond(resp)
 	}}
 }
 
-// requestTimeout is a request's own timeout, or controllerRequestTimeout.
-func requestTimeout(req kmsg.Request) time.Duration {
-	var ms int32
-	switch r := req.(type) {
-	case *kmsg.CreateTopicsRequest:
-		ms = r.TimeoutMillis
-	case *kmsg.DeleteTopicsRequest:
-		ms = r.TimeoutMillis
-	case *kmsg.CreatePartitionsRequest:
-		ms = r.TimeoutMillis
-	case *kmsg.AlterPartitionAssignmentsRequest:
-		ms = r.TimeoutMillis
-	case *kmsg.ListPartitionReassignmentsRequest:
-		ms = r.TimeoutMillis
+// forwardTimeout is how long a forwarded request waits for the active
+// controller: the request's own timeout, or request.timeout.ms, as
+// Kafka's forwarding manager waits.
+func (b *Broker) forwardTimeout(req kmsg.Request) time.Duration {
+	if r, ok := req.(kmsg.TimeoutRequest); ok && r.Timeout() > 0 {
+		return time.Duration(r.Timeout()) * time.Millisecond
 	}
-	if ms <= 0 {
-		return controllerRequestTimeout
-	}
-	return time.Duration(ms) * time.Millisecond
-}
-
-// notControllerResponse answers a forwarded request NOT_CONTROLLER
-// everywhere, when no controller could be reached: clients retry it.
-func notControllerResponse(req kmsg.Request) kmsg.Response {
-	resp := req.ResponseKind()
-	resp.SetVersion(req.GetVersion())
-	nc := kerr.NotController.Code
-	msg := func() *string { s := "no active controller could be reached"; return &s }
-	switch r := req.(type) {
-	case *kmsg.CreateTopicsRequest:
-		out := resp.(*kmsg.CreateTopicsResponse)
-		for _, t := range r.Topics {
-			st := kmsg.NewCreateTopicsResponseTopic()
-			st.Topic, st.ErrorCode, st.ErrorMessage = t.Topic, nc, msg()
-			out.Topics = append(out.Topics, st)
-		}
-	case *kmsg.DeleteTopicsRequest:
-		out := resp.(*kmsg.DeleteTopicsResponse)
-		for _, name := range r.TopicNames {
-			st := kmsg.NewDeleteTopicsResponseTopic()
-			n := name
-			st.Topic, st.ErrorCode = &n, nc
-			out.Topics = append(out.Topics, st)
-		}
-		for _, t := range r.Topics {
-			st := kmsg.NewDeleteTopicsResponseTopic()
-			st.Topic, st.TopicID, st.ErrorCode = t.Topic, t.TopicID, nc
-			out.Topics = append(out.Topics, st)
-		}
-	case *kmsg.CreatePartitionsRequest:
-		out := resp.(*kmsg.CreatePartitionsResponse)
-		for _, t := range r.Topics {
-			st := kmsg.NewCreatePartitionsResponseTopic()
-			st.Topic, st.ErrorCode, st.ErrorMessage = t.Topic, nc, msg()
-			out.Topics = append(out.Topics, st)
-		}
-	case *kmsg.AlterConfigsRequest:
-		out := resp.(*kmsg.AlterConfigsResponse)
-		for _, res := range r.Resources {
-			sr := kmsg.NewAlterConfigsResponseResource()
-			sr.ResourceType, sr.ResourceName, sr.ErrorCode, sr.ErrorMessage = res.ResourceType, res.ResourceName, nc, msg()
-			out.Resources = append(out.Resources, sr)
-		}
-	case *kmsg.IncrementalAlterConfigsRequest:
-		out := resp.(*kmsg.IncrementalAlterConfigsResponse)
-		for _, res := range r.Resources {
-			sr := kmsg.NewIncrementalAlterConfigsResponseResource()
-			sr.ResourceType, sr.ResourceName, sr.ErrorCode, sr.ErrorMessage = res.ResourceType, res.ResourceName, nc, msg()
-			out.Resources = append(out.Resources, sr)
-		}
-	case *kmsg.DescribeQuorumRequest:
-		out := resp.(*kmsg.DescribeQuorumResponse)
-		out.ErrorCode, out.ErrorMessage = nc, msg()
-	case *kmsg.AlterPartitionAssignmentsRequest:
-		out := resp.(*kmsg.AlterPartitionAssignmentsResponse)
-		out.ErrorCode, out.ErrorMessage = nc, msg()
-	case *kmsg.ListPartitionReassignmentsRequest:
-		out := resp.(*kmsg.ListPartitionReassignmentsResponse)
-		out.ErrorCode, out.ErrorMessage = nc, msg()
-	}
-	return resp
-}
-
-// afterController does a broker's part of an admin request the controller
-// answered: deleting the committed offsets of deleted topics, for the
-// groups this broker coordinates, before the answer (a topic created again
-// with the same name starts with none). Every broker also drops them when
-// it applies the image without the topic.
-func (b *Broker) afterController(ctx context.Context, req kmsg.Request, resp kmsg.Response) {
-	switch r := resp.(type) {
-	case *kmsg.CreateTopicsResponse:
-		// Answer once this node's own image has the new topics, so that
-		// the client's next request here (Metadata, Produce) finds them.
-		// Kafka answers when the controller has committed, and a client
-		// that produces at once through the broker it asked can get
-		// UNKNOWN_TOPIC_OR_PARTITION (kafka-go's writer gives up on it).
-		// A node that does not catch up within the request's timeout
-		// answers anyway: the topics exist.
-		if cr, ok := req.(*kmsg.CreateTopicsRequest); !ok || cr.ValidateOnly {
-			return
-		}
-		b.awaitImage(ctx, func(img *metadata.Image) bool {
-			for _, t := range r.Topics {
-				if t.ErrorCode == 0 && img.Topics[t.Topic] == nil {
-					return false
-				}
-			}
-			return true
-		})
-	case *kmsg.DeleteTopicsResponse:
-		var deleted []string
-		for _, t := range r.Topics {
-			if t.ErrorCode == 0 && t.Topic != nil {
-				deleted = append(deleted, *t.Topic)
-			}
-		}
-		if len(deleted) == 0 {
-			return
-		}
-		b.groups.DeleteTopicOffsets(ctx, deleted)
-		// Likewise, once this node no longer has them.
-		b.awaitImage(ctx, func(img *metadata.Image) bool {
-			for _, name := range deleted {
-				if img.Topics[name] != nil {
-					return false
-				}
-			}
-			return true
-		})
-	}
+	return time.Duration(b.cfg.Int("request.timeout.ms")) * time.Millisecond
 }
 
 // createTopicsAtController creates topics the broker needs

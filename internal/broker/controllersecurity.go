@@ -418,93 +418,31 @@ func (b *Broker) mayClusterAction(p auth.Principal, host string) bool {
 }
 
 // authorizeController authorizes a request on the controller listener's
-// Kafka side; see the file's doc.
-func (b *Broker) authorizeController(ctx context.Context, c *wire.Conn, s *session, req *wire.Request, next handler) wire.Response {
+// Kafka side with its API's rule; see the file's doc.
+func (b *Broker) authorizeController(ctx context.Context, c *wire.Conn, s *session, a *api, req *wire.Request) wire.Response {
 	az := b.controllerAuthorizer()
 	if az == nil {
-		return next(b, ctx, c, req)
+		return a.handle(b, ctx, c, req)
 	}
 	subject := az.Subject(s.principal)
 	if subject.Super() {
-		return next(b, ctx, c, req)
+		return a.handle(b, ctx, c, req)
 	}
-	switch req.Key {
-	case kmsg.ApiVersions.Int16(), kmsg.SASLHandshake.Int16(), kmsg.SASLAuthenticate.Int16():
-		return next(b, ctx, c, req)
-	}
-	allowed := az.Check(subject, s.host, auth.OpClusterAction, auth.ResourceCluster, auth.ClusterName)
-	if !allowed && req.Key == kmsg.DescribeQuorum.Int16() {
-		allowed = az.Check(subject, s.host, auth.OpDescribe, auth.ResourceCluster, auth.ClusterName)
-	}
-	if allowed {
-		return next(b, ctx, c, req)
-	}
-	b.logger.Info("refusing a controller request: no CLUSTER_ACTION on the cluster", "api", kmsg.NameForKey(req.Key), "principal", s.principal, "remote", c.RemoteAddr())
-	if resp := controllerDenied(req); resp != nil {
-		return respond(resp)
-	}
-	// An API whose refusal has no answer here: fail closed.
-	return wire.Response{NoResponse: true, Close: true}
+	return a.authorize(b, access{az: az, p: s.principal, subject: subject, host: s.host, img: b.image.Load(), api: a}, ctx, c, req, a.handle)
 }
 
-// controllerDenied answers a controller-listener request
-// CLUSTER_AUTHORIZATION_FAILED, everywhere it has an error code; nil for
-// a request it does not know how to refuse.
-func controllerDenied(req *wire.Request) kmsg.Response {
-	resp := req.Body.ResponseKind()
-	resp.SetVersion(req.Version)
-	code := clusterDenied
-	switch r := req.Body.(type) {
-	case *kmsg.BrokerRegistrationRequest:
-		out := resp.(*kmsg.BrokerRegistrationResponse)
-		out.ErrorCode, out.BrokerEpoch = code, -1
-	case *kmsg.BrokerHeartbeatRequest:
-		out := resp.(*kmsg.BrokerHeartbeatResponse)
-		out.ErrorCode, out.IsFenced = code, true
-	case *kmsg.AlterPartitionRequest:
-		resp.(*kmsg.AlterPartitionResponse).ErrorCode = code
-	case *kmsg.AllocateProducerIDsRequest:
-		resp.(*kmsg.AllocateProducerIDsResponse).ErrorCode = code
-	case *kmsg.FetchSnapshotRequest:
-		resp.(*kmsg.FetchSnapshotResponse).ErrorCode = code
-	case *kmsg.FetchRequest:
-		resp.(*kmsg.FetchResponse).ErrorCode = code
-		setAllErrors(r, resp, code)
-	case *kmsg.CreateTopicsRequest:
-		out := resp.(*kmsg.CreateTopicsResponse)
-		for _, t := range r.Topics {
-			st := kmsg.NewCreateTopicsResponseTopic()
-			st.Topic, st.ErrorCode = t.Topic, code
-			out.Topics = append(out.Topics, st)
+// controllerRule is the rule of a controller-listener API: any of ops on
+// the cluster, or CLUSTER_AUTHORIZATION_FAILED.
+func controllerRule(ops ...int8) authzRule {
+	return func(b *Broker, a access, ctx context.Context, c *wire.Conn, req *wire.Request, next handler) wire.Response {
+		for _, op := range ops {
+			if a.cluster(op) {
+				return next(b, ctx, c, req)
+			}
 		}
-	case *kmsg.DeleteTopicsRequest:
-		out := resp.(*kmsg.DeleteTopicsResponse)
-		for _, name := range r.TopicNames {
-			st := kmsg.NewDeleteTopicsResponseTopic()
-			st.Topic, st.ErrorCode = kmsg.StringPtr(name), code
-			out.Topics = append(out.Topics, st)
-		}
-		for _, t := range r.Topics {
-			st := kmsg.NewDeleteTopicsResponseTopic()
-			st.Topic, st.TopicID, st.ErrorCode = t.Topic, t.TopicID, code
-			out.Topics = append(out.Topics, st)
-		}
-	case *kmsg.CreatePartitionsRequest:
-		out := resp.(*kmsg.CreatePartitionsResponse)
-		for _, t := range r.Topics {
-			st := kmsg.NewCreatePartitionsResponseTopic()
-			st.Topic, st.ErrorCode = t.Topic, code
-			out.Topics = append(out.Topics, st)
-		}
-	case *kmsg.AlterConfigsRequest, *kmsg.IncrementalAlterConfigsRequest, *kmsg.CreateACLsRequest,
-		*kmsg.DeleteACLsRequest, *kmsg.AlterPartitionAssignmentsRequest, *kmsg.ListPartitionReassignmentsRequest,
-		*kmsg.DescribeQuorumRequest, *kmsg.ElectLeadersRequest, *kmsg.AlterClientQuotasRequest,
-		*kmsg.AlterUserSCRAMCredentialsRequest, *kmsg.UpdateFeaturesRequest:
-		setAllErrors(r, resp, code)
-	default:
-		return nil
+		b.logger.Info("refusing a controller request: no CLUSTER_ACTION on the cluster", "api", kmsg.NameForKey(req.Key), "principal", a.p, "remote", c.RemoteAddr())
+		return a.refuse(req, clusterDenied)
 	}
-	return resp
 }
 
 // peekedTLSConn is a peekedConn over TLS: wire sees its TLS state.

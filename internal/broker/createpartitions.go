@@ -14,7 +14,10 @@ import (
 // Behavior: a topic can only grow (INVALID_PARTITIONS otherwise); new
 // partitions get the given assignment or an automatic one with the topic's
 // replication factor; validate_only creates nothing.
-func init() { registerAdmin(37, 0, 3, (*Broker).handleCreatePartitions) }
+func init() {
+	register(api{key: kmsg.CreatePartitions, min: 0, max: 3, handle: (*Broker).handleCreatePartitions, forwarded: true,
+		authorize: authorizeCreatePartitions, errors: createPartitionsErrors, quota: requestTime})
+}
 
 func (b *Broker) handleCreatePartitions(ctx context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
 	r := req.Body.(*kmsg.CreatePartitionsRequest)
@@ -38,4 +41,14 @@ func (b *Broker) handleCreatePartitions(ctx context.Context, _ *wire.Conn, req *
 		}
 		return resp
 	})
+}
+
+// createPartitionsErrors answers each topic req names with code.
+func createPartitionsErrors(req kmsg.Request, resp kmsg.Response, code int16) {
+	out := resp.(*kmsg.CreatePartitionsResponse)
+	for _, t := range req.(*kmsg.CreatePartitionsRequest).Topics {
+		st := kmsg.NewCreatePartitionsResponseTopic()
+		st.Topic, st.ErrorCode = t.Topic, code
+		out.Topics = append(out.Topics, st)
+	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/strata-io/strata/internal/config"
 	"github.com/strata-io/strata/internal/controller"
+	"github.com/strata-io/strata/internal/metadata"
 	"github.com/strata-io/strata/internal/wire"
 )
 
@@ -26,7 +27,11 @@ import (
 // * validate_only checks everything and creates nothing.
 // * v5+ returns the topic's effective configuration.
 // * The topic exists on this node when the response is sent.
-func init() { registerAdmin(19, 2, 7, (*Broker).handleCreateTopics) }
+func init() {
+	register(api{key: kmsg.CreateTopics, min: 2, max: 7, handle: (*Broker).handleCreateTopics, forwarded: true,
+		authorize: authorizeCreateTopics, errors: createTopicsErrors, afterForward: (*Broker).afterCreateTopics,
+		quota: requestTime})
+}
 
 func (b *Broker) handleCreateTopics(ctx context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
 	r := req.Body.(*kmsg.CreateTopicsRequest)
@@ -131,4 +136,36 @@ func (b *Broker) deferController(ctx context.Context, timeoutMillis int32, fn fu
 		defer cancel()
 		return respond(fn(ctx))
 	}}
+}
+
+// createTopicsErrors answers each topic req names with code.
+func createTopicsErrors(req kmsg.Request, resp kmsg.Response, code int16) {
+	out := resp.(*kmsg.CreateTopicsResponse)
+	for _, t := range req.(*kmsg.CreateTopicsRequest).Topics {
+		st := kmsg.NewCreateTopicsResponseTopic()
+		st.Topic, st.ErrorCode, st.NumPartitions, st.ReplicationFactor = t.Topic, code, -1, -1
+		out.Topics = append(out.Topics, st)
+	}
+}
+
+// afterCreateTopics answers once this node's own image has the new
+// topics, so that the client's next request here (Metadata, Produce)
+// finds them. Kafka answers when the controller has committed, and a
+// client that produces at once through the broker it asked can get
+// UNKNOWN_TOPIC_OR_PARTITION (kafka-go's writer gives up on it). A node
+// that does not catch up within the request's timeout answers anyway: the
+// topics exist.
+func (b *Broker) afterCreateTopics(ctx context.Context, req kmsg.Request, resp kmsg.Response) {
+	if req.(*kmsg.CreateTopicsRequest).ValidateOnly {
+		return
+	}
+	r := resp.(*kmsg.CreateTopicsResponse)
+	b.awaitImage(ctx, func(img *metadata.Image) bool {
+		for _, t := range r.Topics {
+			if t.ErrorCode == 0 && img.Topics[t.Topic] == nil {
+				return false
+			}
+		}
+		return true
+	})
 }

@@ -14,7 +14,10 @@ import (
 // high watermark); segments wholly below it are deleted. An offset above
 // the high watermark is OFFSET_OUT_OF_RANGE. The low watermark returned is
 // the new log start offset.
-func init() { register(21, 0, 2, (*Broker).handleDeleteRecords) }
+func init() {
+	register(api{key: kmsg.DeleteRecords, min: 0, max: 2, handle: (*Broker).handleDeleteRecords,
+		authorize: authorizeDeleteRecords, errors: deleteRecordsErrors, quota: requestTime})
+}
 
 func (b *Broker) handleDeleteRecords(_ context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
 	r := req.Body.(*kmsg.DeleteRecordsRequest)
@@ -51,4 +54,19 @@ func (b *Broker) deleteRecords(img *metadata.Image, topic string, partition int3
 	}
 	b.logger.Info("records deleted", "topic", topic, "partition", partition, "log.start.offset", low)
 	return low, nil
+}
+
+// deleteRecordsErrors answers each partition req names with code.
+func deleteRecordsErrors(req kmsg.Request, resp kmsg.Response, code int16) {
+	r, out := req.(*kmsg.DeleteRecordsRequest), resp.(*kmsg.DeleteRecordsResponse)
+	for _, t := range r.Topics {
+		rt := kmsg.NewDeleteRecordsResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewDeleteRecordsResponseTopicPartition()
+			rp.Partition, rp.ErrorCode, rp.LowWatermark = p.Partition, code, -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		out.Topics = append(out.Topics, rt)
+	}
 }

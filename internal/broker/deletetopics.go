@@ -20,7 +20,11 @@ import (
 // * Internal topics cannot be deleted: INVALID_TOPIC_EXCEPTION.
 // * delete.topic.enable=false refuses every deletion with
 // TOPIC_DELETION_DISABLED.
-func init() { registerAdmin(20, 1, 6, (*Broker).handleDeleteTopics) }
+func init() {
+	register(api{key: kmsg.DeleteTopics, min: 1, max: 6, handle: (*Broker).handleDeleteTopics, forwarded: true,
+		authorize: authorizeDeleteTopics, errors: deleteTopicsErrors, afterForward: (*Broker).afterDeleteTopics,
+		quota: requestTime})
+}
 
 func (b *Broker) handleDeleteTopics(ctx context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
 	r := req.Body.(*kmsg.DeleteTopicsRequest)
@@ -79,5 +83,47 @@ func (b *Broker) handleDeleteTopics(ctx context.Context, _ *wire.Conn, req *wire
 			resp.Topics = append(resp.Topics, st)
 		}
 		return resp
+	})
+}
+
+// deleteTopicsErrors answers each topic req names (v0-5) or each topic or
+// id (v6+) with code.
+func deleteTopicsErrors(req kmsg.Request, resp kmsg.Response, code int16) {
+	r, out := req.(*kmsg.DeleteTopicsRequest), resp.(*kmsg.DeleteTopicsResponse)
+	for _, name := range r.TopicNames {
+		st := kmsg.NewDeleteTopicsResponseTopic()
+		st.Topic, st.ErrorCode = kmsg.StringPtr(name), code
+		out.Topics = append(out.Topics, st)
+	}
+	for _, t := range r.Topics {
+		st := kmsg.NewDeleteTopicsResponseTopic()
+		st.Topic, st.TopicID, st.ErrorCode = t.Topic, t.TopicID, code
+		out.Topics = append(out.Topics, st)
+	}
+}
+
+// afterDeleteTopics deletes the committed offsets of deleted topics, for
+// the groups this broker coordinates, before the answer (a topic created
+// again with the same name starts with none; every broker also drops them
+// when it applies the image without the topic), and answers once this
+// node's image no longer has the topics.
+func (b *Broker) afterDeleteTopics(ctx context.Context, _ kmsg.Request, resp kmsg.Response) {
+	var deleted []string
+	for _, t := range resp.(*kmsg.DeleteTopicsResponse).Topics {
+		if t.ErrorCode == 0 && t.Topic != nil {
+			deleted = append(deleted, *t.Topic)
+		}
+	}
+	if len(deleted) == 0 {
+		return
+	}
+	b.groups.DeleteTopicOffsets(ctx, deleted)
+	b.awaitImage(ctx, func(img *metadata.Image) bool {
+		for _, name := range deleted {
+			if img.Topics[name] != nil {
+				return false
+			}
+		}
+		return true
 	})
 }

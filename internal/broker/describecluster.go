@@ -19,7 +19,13 @@ import (
 // operations are Kafka's bit field (1<<operation): all of the cluster's
 // without authorization or for a super user, else what the principal's
 // ACLs allow, none without DESCRIBE (authorizeDescribeCluster).
-func init() { register(60, 0, 1, (*Broker).handleDescribeCluster) }
+func init() {
+	register(api{key: kmsg.DescribeCluster, min: 0, max: 1, handle: (*Broker).handleDescribeCluster,
+		authorize: authorizeDescribeCluster, quota: requestTime,
+		errors: func(_ kmsg.Request, resp kmsg.Response, code int16) {
+			resp.(*kmsg.DescribeClusterResponse).ErrorCode = code
+		}})
+}
 
 func (b *Broker) handleDescribeCluster(_ context.Context, conn *wire.Conn, req *wire.Request) wire.Response {
 	r := req.Body.(*kmsg.DescribeClusterRequest)

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/sys/unix"
 
+	"github.com/strata-io/strata/internal/auth"
 	"github.com/strata-io/strata/internal/wire"
 )
 
@@ -15,7 +16,13 @@ import (
 // Behavior: the one log directory, with the size of each hosted partition
 // (all, or those asked for), offset lag 0 (there are no future replicas),
 // and the file system's total and usable bytes (v4+).
-func init() { register(35, 1, 4, (*Broker).handleDescribeLogDirs) }
+func init() {
+	register(api{key: kmsg.DescribeLogDirs, min: 1, max: 4, handle: (*Broker).handleDescribeLogDirs,
+		authorize: clusterRule(auth.OpDescribe), quota: requestTime,
+		errors: func(_ kmsg.Request, resp kmsg.Response, code int16) {
+			resp.(*kmsg.DescribeLogDirsResponse).ErrorCode = code
+		}})
+}
 
 func (b *Broker) handleDescribeLogDirs(_ context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
 	r := req.Body.(*kmsg.DescribeLogDirsRequest)

@@ -15,7 +15,10 @@ import (
 // epoch, last sequence and last timestamp, the coordinator epoch of their
 // last marker and the first offset of their open transaction (-1 when
 // none).
-func init() { register(61, 0, 0, (*Broker).handleDescribeProducers) }
+func init() {
+	register(api{key: kmsg.DescribeProducers, min: 0, max: 0, handle: (*Broker).handleDescribeProducers,
+		authorize: authorizeDescribeProducers, errors: describeProducersErrors, quota: requestTime})
+}
 
 func (b *Broker) handleDescribeProducers(_ context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
 	r := req.Body.(*kmsg.DescribeProducersRequest)
@@ -49,4 +52,19 @@ func (b *Broker) handleDescribeProducers(_ context.Context, _ *wire.Conn, req *w
 		resp.Topics = append(resp.Topics, st)
 	}
 	return respond(resp)
+}
+
+// describeProducersErrors answers each partition req names with code.
+func describeProducersErrors(req kmsg.Request, resp kmsg.Response, code int16) {
+	r, out := req.(*kmsg.DescribeProducersRequest), resp.(*kmsg.DescribeProducersResponse)
+	for _, t := range r.Topics {
+		rt := kmsg.NewDescribeProducersResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewDescribeProducersResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p, code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		out.Topics = append(out.Topics, rt)
+	}
 }

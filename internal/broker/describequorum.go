@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strata-io/strata/internal/auth"
 	"github.com/strata-io/strata/internal/controller"
 	"github.com/strata-io/strata/internal/wire"
 )
@@ -21,7 +22,18 @@ import (
 // record as in KRaft. Any broker takes the request and forwards it to the
 // active controller. Brokers follow the quorum through their own voters, so
 // there are no observers.
-func init() { registerAdmin(55, 0, 2, (*Broker).handleDescribeQuorum) }
+func init() {
+	register(api{key: kmsg.DescribeQuorum, min: 0, max: 2, handle: (*Broker).handleDescribeQuorum, forwarded: true,
+		authorize: clusterRule(auth.OpDescribe), quota: requestTime,
+		errors: func(_ kmsg.Request, resp kmsg.Response, code int16) {
+			resp.(*kmsg.DescribeQuorumResponse).ErrorCode = code
+		},
+		// A voter that does not lead answers its partition
+		// NOT_LEADER_OR_FOLLOWER, as KRaft's do.
+		staleCode: kerr.NotLeaderForPartition.Code,
+		// Kafka lets DESCRIBE on the cluster describe the quorum there too.
+		controllerAuthorize: controllerRule(auth.OpClusterAction, auth.OpDescribe)})
+}
 
 func (b *Broker) handleDescribeQuorum(ctx context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
 	r := req.Body.(*kmsg.DescribeQuorumRequest)

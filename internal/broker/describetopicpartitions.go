@@ -21,7 +21,8 @@ import (
 // first. A named topic that does not exist answers
 // UNKNOWN_TOPIC_OR_PARTITION. Authorized operations are not computed.
 func init() {
-	register(kmsg.DescribeTopicPartitions.Int16(), 0, 0, (*Broker).handleDescribeTopicPartitions)
+	register(api{key: kmsg.DescribeTopicPartitions, min: 0, max: 0, handle: (*Broker).handleDescribeTopicPartitions,
+		authorize: authorizeDescribeTopicPartitions, errors: describeTopicPartitionsErrors, quota: requestTime})
 }
 
 const describeTopicPartitionsLimit = 2000
@@ -106,4 +107,14 @@ func orNone(ids []int32) []int32 {
 		return []int32{}
 	}
 	return ids
+}
+
+// describeTopicPartitionsErrors answers each topic req names with code.
+func describeTopicPartitionsErrors(req kmsg.Request, resp kmsg.Response, code int16) {
+	out := resp.(*kmsg.DescribeTopicPartitionsResponse)
+	for _, rt := range req.(*kmsg.DescribeTopicPartitionsRequest).Topics {
+		t := kmsg.NewDescribeTopicPartitionsResponseTopic()
+		t.Topic, t.ErrorCode = kmsg.StringPtr(rt.Topic), code
+		out.Topics = append(out.Topics, t)
+	}
 }

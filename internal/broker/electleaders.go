@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strata-io/strata/internal/auth"
 	"github.com/strata-io/strata/internal/controller"
 	"github.com/strata-io/strata/internal/wire"
 )
@@ -21,7 +22,10 @@ import (
 // needs no election answers ELECTION_NOT_NEEDED; null topics elect every
 // partition and leave those out. Another election type is
 // INVALID_REQUEST.
-func init() { registerAdmin(kmsg.ElectLeaders.Int16(), 0, 2, (*Broker).handleElectLeaders) }
+func init() {
+	register(api{key: kmsg.ElectLeaders, min: 0, max: 2, handle: (*Broker).handleElectLeaders, forwarded: true,
+		authorize: clusterRule(auth.OpAlter), errors: electLeadersErrors, quota: requestTime})
+}
 
 func (b *Broker) handleElectLeaders(ctx context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
 	r := req.Body.(*kmsg.ElectLeadersRequest)
@@ -66,4 +70,21 @@ func (b *Broker) handleElectLeaders(ctx context.Context, _ *wire.Conn, req *wire
 		}
 		return resp
 	})
+}
+
+// electLeadersErrors answers the request (v1+) and each partition it
+// names with code: v0 has no top-level error.
+func electLeadersErrors(req kmsg.Request, resp kmsg.Response, code int16) {
+	out := resp.(*kmsg.ElectLeadersResponse)
+	out.ErrorCode = code
+	for _, t := range req.(*kmsg.ElectLeadersRequest).Topics {
+		rt := kmsg.NewElectLeadersResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewElectLeadersResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p, code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		out.Topics = append(out.Topics, rt)
+	}
 }

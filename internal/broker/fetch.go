@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-io/strata/internal/metadata"
+	"github.com/strata-io/strata/internal/quota"
 	"github.com/strata-io/strata/internal/replica"
 	"github.com/strata-io/strata/internal/wire"
 )
@@ -50,7 +51,19 @@ import (
 // selector, a leader answers a consumer whose rack (client.rack) has a
 // follower in the ISR holding the fetch offset, and not the leader, with
 // that follower as PreferredReadReplica and no records.
-func init() { register(1, 4, 16, (*Broker).handleFetch) }
+func init() {
+	register(api{key: kmsg.Fetch, min: 4, max: 16, handle: (*Broker).handleFetch,
+		authorize: authorizeFetch, errors: fetchErrors, quota: fetchQuota})
+}
+
+// fetchQuota: the records a consumer's fetch returns count against
+// consumer_byte_rate; a follower's fetch is a broker's request.
+var fetchQuota = &quotaRule{bytes: quota.ConsumerByteRate, exempt: func(req kmsg.Request) exemption {
+	if r := req.(*kmsg.FetchRequest); r.ReplicaID >= 0 || r.ReplicaState.ID >= 0 {
+		return interBroker
+	}
+	return counted
+}}
 
 func (b *Broker) handleFetch(ctx context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
 	r := req.Body.(*kmsg.FetchRequest)
@@ -378,4 +391,19 @@ func (b *Broker) throttleLeader(splice *wire.Splice, sp *kmsg.FetchResponseTopic
 	}
 	b.leaderQuota.Record(now, splice.Region.Len)
 	return splice
+}
+
+// fetchErrors answers each partition req names with code.
+func fetchErrors(req kmsg.Request, resp kmsg.Response, code int16) {
+	r, out := req.(*kmsg.FetchRequest), resp.(*kmsg.FetchResponse)
+	for _, t := range r.Topics {
+		rt := kmsg.NewFetchResponseTopic()
+		rt.Topic, rt.TopicID = t.Topic, t.TopicID
+		for _, p := range t.Partitions {
+			rp := kmsg.NewFetchResponseTopicPartition()
+			rp.Partition, rp.ErrorCode, rp.HighWatermark, rp.LastStableOffset = p.Partition, code, -1, -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		out.Topics = append(out.Topics, rt)
+	}
 }

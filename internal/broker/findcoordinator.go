@@ -19,7 +19,10 @@ import (
 // * A transactional id's coordinator (key type 1) is the leader of the
 // __transaction_state partition it hashes to; the topic is created on
 // first use. Share groups (key type 2) are INVALID_REQUEST.
-func init() { register(10, 0, 6, (*Broker).handleFindCoordinator) }
+func init() {
+	register(api{key: kmsg.FindCoordinator, min: 0, max: 6, handle: (*Broker).handleFindCoordinator,
+		authorize: authorizeFindCoordinator, errors: findCoordinatorErrors, quota: requestTime})
+}
 
 func (b *Broker) handleFindCoordinator(_ context.Context, conn *wire.Conn, req *wire.Request) wire.Response {
 	r := req.Body.(*kmsg.FindCoordinatorRequest)
@@ -75,4 +78,16 @@ func (b *Broker) findCoordinator(keyType int8, key string, c *kmsg.FindCoordinat
 	}
 	c.NodeID, c.Host, c.Port = br.NodeID, br.Host, br.Port
 	return nil
+}
+
+// findCoordinatorErrors answers the key (v0-3) or each key (v4+) req
+// names with code.
+func findCoordinatorErrors(req kmsg.Request, resp kmsg.Response, code int16) {
+	out := resp.(*kmsg.FindCoordinatorResponse)
+	out.ErrorCode, out.NodeID, out.Port = code, -1, -1
+	for _, k := range req.(*kmsg.FindCoordinatorRequest).CoordinatorKeys {
+		co := kmsg.NewFindCoordinatorResponseCoordinator()
+		co.Key, co.NodeID, co.Port, co.ErrorCode = k, -1, -1, code
+		out.Coordinators = append(out.Coordinators, co)
+	}
 }

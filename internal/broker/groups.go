@@ -28,18 +28,44 @@ import (
 // DescribeGroups v0-5, DeleteGroups v0-2, ConsumerGroupHeartbeat v0-1 and
 // ConsumerGroupDescribe v0-1 (KIP-848).
 func init() {
-	register(11, 0, 9, (*Broker).handleJoinGroup)
-	register(14, 0, 5, (*Broker).handleSyncGroup)
-	register(12, 0, 4, (*Broker).handleHeartbeat)
-	register(13, 0, 5, (*Broker).handleLeaveGroup)
-	register(8, 2, 9, (*Broker).handleOffsetCommit)
-	register(9, 1, 9, (*Broker).handleOffsetFetch)
-	register(47, 0, 0, (*Broker).handleOffsetDelete)
-	register(16, 0, 5, (*Broker).handleListGroups)
-	register(15, 0, 5, (*Broker).handleDescribeGroups)
-	register(42, 0, 2, (*Broker).handleDeleteGroups)
-	register(68, 0, 1, (*Broker).handleConsumerGroupHeartbeat)
-	register(69, 0, 1, (*Broker).handleConsumerGroupDescribe)
+	register(api{key: kmsg.JoinGroup, min: 0, max: 9, handle: (*Broker).handleJoinGroup, quota: requestTime,
+		authorize: groupReadRule(func(r kmsg.Request) string { return r.(*kmsg.JoinGroupRequest).Group }),
+		errors: func(_ kmsg.Request, resp kmsg.Response, code int16) {
+			out := resp.(*kmsg.JoinGroupResponse)
+			out.ErrorCode, out.Generation = code, -1
+		}})
+	register(api{key: kmsg.SyncGroup, min: 0, max: 5, handle: (*Broker).handleSyncGroup, quota: requestTime,
+		authorize: groupReadRule(func(r kmsg.Request) string { return r.(*kmsg.SyncGroupRequest).Group }),
+		errors:    func(_ kmsg.Request, resp kmsg.Response, code int16) { resp.(*kmsg.SyncGroupResponse).ErrorCode = code }})
+	register(api{key: kmsg.Heartbeat, min: 0, max: 4, handle: (*Broker).handleHeartbeat, quota: requestTime,
+		authorize: groupReadRule(func(r kmsg.Request) string { return r.(*kmsg.HeartbeatRequest).Group }),
+		errors:    func(_ kmsg.Request, resp kmsg.Response, code int16) { resp.(*kmsg.HeartbeatResponse).ErrorCode = code }})
+	register(api{key: kmsg.LeaveGroup, min: 0, max: 5, handle: (*Broker).handleLeaveGroup, quota: requestTime,
+		authorize: groupReadRule(func(r kmsg.Request) string { return r.(*kmsg.LeaveGroupRequest).Group }),
+		errors:    func(_ kmsg.Request, resp kmsg.Response, code int16) { resp.(*kmsg.LeaveGroupResponse).ErrorCode = code }})
+	register(api{key: kmsg.OffsetCommit, min: 2, max: 9, handle: (*Broker).handleOffsetCommit, quota: requestTime,
+		authorize: authorizeOffsetCommit, errors: offsetCommitErrors})
+	register(api{key: kmsg.OffsetFetch, min: 1, max: 9, handle: (*Broker).handleOffsetFetch, quota: requestTime,
+		authorize: authorizeOffsetFetch, errors: offsetFetchErrors})
+	register(api{key: kmsg.OffsetDelete, min: 0, max: 0, handle: (*Broker).handleOffsetDelete, quota: requestTime,
+		authorize: authorizeOffsetDelete,
+		errors: func(_ kmsg.Request, resp kmsg.Response, code int16) {
+			resp.(*kmsg.OffsetDeleteResponse).ErrorCode = code
+		}})
+	register(api{key: kmsg.ListGroups, min: 0, max: 5, handle: (*Broker).handleListGroups, quota: requestTime,
+		authorize: authorizeListGroups,
+		errors:    func(_ kmsg.Request, resp kmsg.Response, code int16) { resp.(*kmsg.ListGroupsResponse).ErrorCode = code }})
+	register(api{key: kmsg.DescribeGroups, min: 0, max: 5, handle: (*Broker).handleDescribeGroups, quota: requestTime,
+		authorize: authorizeDescribeGroups, errors: describeGroupsErrors})
+	register(api{key: kmsg.DeleteGroups, min: 0, max: 2, handle: (*Broker).handleDeleteGroups, quota: requestTime,
+		authorize: authorizeDeleteGroups, errors: deleteGroupsErrors})
+	register(api{key: kmsg.ConsumerGroupHeartbeat, min: 0, max: 1, handle: (*Broker).handleConsumerGroupHeartbeat, quota: requestTime,
+		authorize: groupReadRule(func(r kmsg.Request) string { return r.(*kmsg.ConsumerGroupHeartbeatRequest).Group }),
+		errors: func(_ kmsg.Request, resp kmsg.Response, code int16) {
+			resp.(*kmsg.ConsumerGroupHeartbeatResponse).ErrorCode = code
+		}})
+	register(api{key: kmsg.ConsumerGroupDescribe, min: 0, max: 1, handle: (*Broker).handleConsumerGroupDescribe, quota: requestTime,
+		authorize: authorizeConsumerGroupDescribe, errors: consumerGroupDescribeErrors})
 }
 
 // groupConfig converts the server configuration.
@@ -289,4 +315,71 @@ func (b *Broker) coordinatorFor(topic string, p int32) (*metadata.Broker, error)
 		return nil, fmt.Errorf("%w: the leader of %s partition %d is not available", kerr.CoordinatorNotAvailable, topic, p)
 	}
 	return br, nil
+}
+
+// offsetCommitErrors answers each partition req names with code.
+func offsetCommitErrors(req kmsg.Request, resp kmsg.Response, code int16) {
+	r, out := req.(*kmsg.OffsetCommitRequest), resp.(*kmsg.OffsetCommitResponse)
+	for _, t := range r.Topics {
+		rt := kmsg.NewOffsetCommitResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetCommitResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		out.Topics = append(out.Topics, rt)
+	}
+}
+
+// offsetFetchErrors answers the request's group (v0-7: and each partition
+// it names) or each of its groups (v8+) with code.
+func offsetFetchErrors(req kmsg.Request, resp kmsg.Response, code int16) {
+	r, out := req.(*kmsg.OffsetFetchRequest), resp.(*kmsg.OffsetFetchResponse)
+	out.ErrorCode = code
+	for _, t := range r.Topics {
+		rt := kmsg.NewOffsetFetchResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetFetchResponseTopicPartition()
+			rp.Partition, rp.ErrorCode, rp.Offset = p, code, -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		out.Topics = append(out.Topics, rt)
+	}
+	for _, g := range r.Groups {
+		rg := kmsg.NewOffsetFetchResponseGroup()
+		rg.Group, rg.ErrorCode = g.Group, code
+		out.Groups = append(out.Groups, rg)
+	}
+}
+
+// describeGroupsErrors answers each group req names with code.
+func describeGroupsErrors(req kmsg.Request, resp kmsg.Response, code int16) {
+	out := resp.(*kmsg.DescribeGroupsResponse)
+	for _, g := range req.(*kmsg.DescribeGroupsRequest).Groups {
+		rg := kmsg.NewDescribeGroupsResponseGroup()
+		rg.Group, rg.ErrorCode = g, code
+		out.Groups = append(out.Groups, rg)
+	}
+}
+
+// deleteGroupsErrors answers each group req names with code.
+func deleteGroupsErrors(req kmsg.Request, resp kmsg.Response, code int16) {
+	out := resp.(*kmsg.DeleteGroupsResponse)
+	for _, g := range req.(*kmsg.DeleteGroupsRequest).Groups {
+		rg := kmsg.NewDeleteGroupsResponseGroup()
+		rg.Group, rg.ErrorCode = g, code
+		out.Groups = append(out.Groups, rg)
+	}
+}
+
+// consumerGroupDescribeErrors answers each group req names with code.
+func consumerGroupDescribeErrors(req kmsg.Request, resp kmsg.Response, code int16) {
+	out := resp.(*kmsg.ConsumerGroupDescribeResponse)
+	for _, g := range req.(*kmsg.ConsumerGroupDescribeRequest).Groups {
+		rg := kmsg.NewConsumerGroupDescribeResponseGroup()
+		rg.Group, rg.ErrorCode = g, code
+		out.Groups = append(out.Groups, rg)
+	}
 }

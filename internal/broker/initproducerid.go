@@ -18,7 +18,14 @@ import (
 // in the metadata log, so they are unique across restarts.
 // * A transactional id goes to the transaction coordinator (internal/txn),
 // which must be this broker (NOT_COORDINATOR otherwise).
-func init() { register(22, 0, 5, (*Broker).handleInitProducerID) }
+func init() {
+	register(api{key: kmsg.InitProducerID, min: 0, max: 5, handle: (*Broker).handleInitProducerID,
+		authorize: authorizeInitProducerID, quota: requestTime,
+		errors: func(_ kmsg.Request, resp kmsg.Response, code int16) {
+			out := resp.(*kmsg.InitProducerIDResponse)
+			out.ErrorCode, out.ProducerID, out.ProducerEpoch = code, -1, -1
+		}})
+}
 
 // producerExpirationCheckInterval is Kafka's
 // producer.id.expiration.check.interval.ms default.

@@ -23,7 +23,10 @@ import (
 // and timestamp are -1.
 // * The leader epoch returned is the current leader epoch.
 // * A follower asking (replica id >= 0) gets the log end offset for -1.
-func init() { register(2, 1, 8, (*Broker).handleListOffsets) }
+func init() {
+	register(api{key: kmsg.ListOffsets, min: 1, max: 8, handle: (*Broker).handleListOffsets,
+		authorize: authorizeListOffsets, errors: listOffsetsErrors, quota: requestTime})
+}
 
 func (b *Broker) handleListOffsets(_ context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
 	r := req.Body.(*kmsg.ListOffsetsRequest)
@@ -60,4 +63,19 @@ func (b *Broker) listOffset(img *metadata.Image, topic string, rp *kmsg.ListOffs
 	}
 	sp.Offset, sp.Timestamp, sp.LeaderEpoch = res.Offset, res.Timestamp, res.LeaderEpoch
 	return nil
+}
+
+// listOffsetsErrors answers each partition req names with code.
+func listOffsetsErrors(req kmsg.Request, resp kmsg.Response, code int16) {
+	r, out := req.(*kmsg.ListOffsetsRequest), resp.(*kmsg.ListOffsetsResponse)
+	for _, t := range r.Topics {
+		rt := kmsg.NewListOffsetsResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewListOffsetsResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		out.Topics = append(out.Topics, rt)
+	}
 }

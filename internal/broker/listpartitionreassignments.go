@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strata-io/strata/internal/auth"
 	"github.com/strata-io/strata/internal/wire"
 )
 
@@ -16,7 +17,13 @@ import (
 // are null, else of the partitions named; unknown topics and partitions,
 // and partitions not being reassigned, are left out, as Kafka's controller
 // does. Any broker takes it and forwards it to the active controller.
-func init() { registerAdmin(46, 0, 0, (*Broker).handleListPartitionReassignments) }
+func init() {
+	register(api{key: kmsg.ListPartitionReassignments, min: 0, max: 0, handle: (*Broker).handleListPartitionReassignments,
+		forwarded: true, authorize: clusterRule(auth.OpDescribe), quota: requestTime,
+		errors: func(_ kmsg.Request, resp kmsg.Response, code int16) {
+			resp.(*kmsg.ListPartitionReassignmentsResponse).ErrorCode = code
+		}})
+}
 
 func (b *Broker) handleListPartitionReassignments(ctx context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
 	r := req.Body.(*kmsg.ListPartitionReassignmentsRequest)

@@ -28,7 +28,10 @@ import (
 // * Topics may be named by id (v10+); an unknown id is UNKNOWN_TOPIC_ID.
 // * Authorized operations are not computed (no ACLs): the fields keep
 // Kafka's "not requested" value.
-func init() { register(3, 0, 12, (*Broker).handleMetadata) }
+func init() {
+	register(api{key: kmsg.Metadata, min: 0, max: 12, handle: (*Broker).handleMetadata,
+		authorize: authorizeMetadata, errors: metadataErrors, quota: requestTime})
+}
 
 // OffsetsTopic is the internal topic of committed offsets.
 const OffsetsTopic = "__consumer_offsets"
@@ -177,5 +180,16 @@ func (b *Broker) autoCreateTopics(names []string) {
 		default:
 			b.logger.Warn("auto-creating topic failed", "topic", names[i], "err", fmt.Sprint(res.Err))
 		}
+	}
+}
+
+// metadataErrors answers each topic req names, by name or by id, with
+// code.
+func metadataErrors(req kmsg.Request, resp kmsg.Response, code int16) {
+	out := resp.(*kmsg.MetadataResponse)
+	for _, rt := range req.(*kmsg.MetadataRequest).Topics {
+		t := kmsg.NewMetadataResponseTopic()
+		t.Topic, t.TopicID, t.ErrorCode = rt.Topic, rt.TopicID, code
+		out.Topics = append(out.Topics, t)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/strata-io/strata/internal/metadata"
 	"github.com/strata-io/strata/internal/producer"
+	"github.com/strata-io/strata/internal/quota"
 	"github.com/strata-io/strata/internal/record"
 	"github.com/strata-io/strata/internal/replica"
 	"github.com/strata-io/strata/internal/storage"
@@ -53,7 +54,20 @@ import (
 // * A record without a key on a compacted topic fails the partition with
 // INVALID_RECORD, as in Kafka since KIP-467 (named in ErrorRecords for
 // v8+).
-func init() { register(kmsg.Produce.Int16(), 3, 12, (*Broker).handleProduce) }
+func init() {
+	register(api{key: kmsg.Produce, min: 3, max: 12, handle: (*Broker).handleProduce,
+		authorize: authorizeProduce, errors: produceErrors, quota: produceQuota})
+}
+
+// produceQuota: a produce request's size counts against
+// producer_byte_rate; one with acks=0 has no response to carry a throttle,
+// so request_percentage does not count it.
+var produceQuota = &quotaRule{bytes: quota.ProducerByteRate, exempt: func(req kmsg.Request) exemption {
+	if req.(*kmsg.ProduceRequest).Acks == 0 {
+		return uncounted
+	}
+	return counted
+}}
 
 type pendingAppend struct {
 	part *replica.Partition
@@ -232,4 +246,19 @@ func storageError(err error) error {
 		return fmt.Errorf("%w: %v", kerr.ErrorForCode(code), err)
 	}
 	return err
+}
+
+// produceErrors answers each partition req names with code.
+func produceErrors(req kmsg.Request, resp kmsg.Response, code int16) {
+	r, out := req.(*kmsg.ProduceRequest), resp.(*kmsg.ProduceResponse)
+	for _, t := range r.Topics {
+		rt := kmsg.NewProduceResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewProduceResponseTopicPartition()
+			rp.Partition, rp.ErrorCode, rp.BaseOffset = p.Partition, code, -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		out.Topics = append(out.Topics, rt)
+	}
 }

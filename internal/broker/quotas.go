@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strata-io/strata/internal/auth"
 	"github.com/strata-io/strata/internal/controller"
 	"github.com/strata-io/strata/internal/metadata"
 	"github.com/strata-io/strata/internal/quota"
@@ -51,8 +52,13 @@ import (
 // them. Time a deferred response waits (for replication, fetch.min.bytes)
 // is not handler time, as Kafka's purgatory time is not.
 func init() {
-	register(kmsg.DescribeClientQuotas.Int16(), 0, 1, (*Broker).handleDescribeClientQuotas)
-	registerAdmin(kmsg.AlterClientQuotas.Int16(), 0, 1, (*Broker).handleAlterClientQuotas)
+	register(api{key: kmsg.DescribeClientQuotas, min: 0, max: 1, handle: (*Broker).handleDescribeClientQuotas,
+		authorize: clusterRule(auth.OpDescribeConfigs), quota: requestTime,
+		errors: func(_ kmsg.Request, resp kmsg.Response, code int16) {
+			resp.(*kmsg.DescribeClientQuotasResponse).ErrorCode = code
+		}})
+	register(api{key: kmsg.AlterClientQuotas, min: 0, max: 1, handle: (*Broker).handleAlterClientQuotas, forwarded: true,
+		authorize: clusterRule(auth.OpAlterConfigs), errors: alterClientQuotasErrors, quota: requestTime})
 }
 
 // quotaKeys are the keys of user and client-id entities, ipQuotaKeys
@@ -295,40 +301,65 @@ func quotaFor(img *metadata.Image, key, user, clientID string) (float64, string,
 	return 0, "", false
 }
 
-// handleTimed runs h for req and, when a request_percentage quota applies
-// to the connection, counts the time it took against it.
-func (b *Broker) handleTimed(ctx context.Context, c *wire.Conn, s *session, req *wire.Request, h handler) wire.Response {
+// quotaRule is how client quotas count one API's requests (api.quota);
+// see the file's doc.
+type quotaRule struct {
+	// bytes is the byte rate the API's data counts against:
+	// quota.ProducerByteRate (the request's size),
+	// quota.ConsumerByteRate (the records the response carries), or ""
+	// for none.
+	bytes string
+	// exempt says how request_percentage counts a request; nil: counted.
+	exempt func(req kmsg.Request) exemption
+}
+
+// exemption is how request_percentage counts a request.
+type exemption int8
+
+const (
+	counted exemption = iota
+	// uncounted: never counted.
+	uncounted
+	// interBroker: a broker's request, counted only when its principal
+	// may not CLUSTER_ACTION; its data counts against no byte rate.
+	interBroker
+)
+
+// requestTime is the quota rule of most APIs: request_percentage counts
+// their handler's time.
+var requestTime = &quotaRule{}
+
+// handleTimed runs a's handler for req, authorized, and, when a
+// request_percentage quota applies to the connection, counts the time it
+// took against it.
+func (b *Broker) handleTimed(ctx context.Context, c *wire.Conn, s *session, a *api, req *wire.Request) wire.Response {
 	img := b.image.Load()
-	if len(img.ClientQuotas) == 0 || b.requestQuotaExempt(s, req) {
-		return b.authorize(ctx, c, s, req, h)
+	if len(img.ClientQuotas) == 0 || b.requestQuotaExempt(s, a, req) {
+		return b.authorize(ctx, c, s, a, req)
 	}
 	limit, entity, ok := quotaFor(img, quota.RequestPercentage, s.principal.Name, req.ClientID)
 	if !ok {
-		return b.authorize(ctx, c, s, req, h)
+		return b.authorize(ctx, c, s, a, req)
 	}
 	start := time.Now()
-	resp := b.authorize(ctx, c, s, req, h)
+	resp := b.authorize(ctx, c, s, a, req)
 	end := time.Now()
 	return b.throttle(c, resp, b.quotas.RecordRequestTime(entity, end.Sub(start), limit, end))
 }
 
 // requestQuotaExempt reports the requests request_percentage does not
 // count: see the file's doc.
-func (b *Broker) requestQuotaExempt(s *session, req *wire.Request) bool {
-	interBroker := false
-	switch r := req.Body.(type) {
-	case *kmsg.ProduceRequest:
-		return r.Acks == 0
-	case *kmsg.FetchRequest:
-		interBroker = r.ReplicaID >= 0 || r.ReplicaState.ID >= 0
-	case *kmsg.OffsetForLeaderEpochRequest:
-		interBroker = r.ReplicaID >= 0
-	case *kmsg.WriteTxnMarkersRequest:
-		interBroker = true
-	case *kmsg.AddPartitionsToTxnRequest:
-		interBroker = r.Version >= 4
+func (b *Broker) requestQuotaExempt(s *session, a *api, req *wire.Request) bool {
+	if a.quota.exempt == nil {
+		return false
 	}
-	return interBroker && b.mayClusterAction(s.principal, s.host)
+	switch a.quota.exempt(req.Body) {
+	case uncounted:
+		return true
+	case interBroker:
+		return b.mayClusterAction(s.principal, s.host)
+	}
+	return false
 }
 
 // connectionThrottle is wire's Config.ConnectionThrottle: a new
@@ -349,44 +380,38 @@ func (b *Broker) connectionThrottle(ip string) time.Duration {
 	return b.quotas.RecordConnection(ip, limit, time.Now())
 }
 
-// enforceQuota counts a produce or consumer fetch against its quota and,
-// over it, sets the response's throttle and mutes the connection.
-func (b *Broker) enforceQuota(c *wire.Conn, s *session, req *wire.Request, resp wire.Response) wire.Response {
-	img := b.image.Load()
-	if len(img.ClientQuotas) == 0 {
+// enforceQuota counts a request's data against its API's byte rate (a
+// produce's size, the records of a consumer's fetch) and, over the quota,
+// sets the response's throttle and mutes the connection.
+func (b *Broker) enforceQuota(c *wire.Conn, s *session, a *api, req *wire.Request, resp wire.Response) wire.Response {
+	if a.quota.bytes == "" {
 		return resp
 	}
-	switch r := req.Body.(type) {
-	case *kmsg.ProduceRequest:
-		limit, entity, ok := quotaFor(img, quota.ProducerByteRate, s.principal.Name, req.ClientID)
-		if !ok {
-			return resp
-		}
+	img := b.image.Load()
+	if len(img.ClientQuotas) == 0 || a.quota.exempt != nil && a.quota.exempt(req.Body) == interBroker {
+		return resp
+	}
+	limit, entity, ok := quotaFor(img, a.quota.bytes, s.principal.Name, req.ClientID)
+	if !ok {
+		return resp
+	}
+	if a.quota.bytes == quota.ProducerByteRate {
 		d := b.quotas.Record(quota.ProducerByteRate, entity, int64(req.Size), limit, time.Now())
 		return b.throttle(c, resp, d)
-	case *kmsg.FetchRequest:
-		if r.ReplicaID >= 0 || r.ReplicaState.ID >= 0 {
-			return resp
-		}
-		limit, entity, ok := quotaFor(img, quota.ConsumerByteRate, s.principal.Name, req.ClientID)
-		if !ok {
-			return resp
-		}
-		count := func(out wire.Response) wire.Response {
-			var n int64
-			for _, sp := range out.Splices {
-				n += sp.Region.Len
-			}
-			return b.throttle(c, out, b.quotas.Record(quota.ConsumerByteRate, entity, n, limit, time.Now()))
-		}
-		if resp.Deferred != nil {
-			deferred := resp.Deferred
-			resp.Deferred = func() wire.Response { return count(deferred()) }
-			return resp
-		}
-		return count(resp)
 	}
-	return resp
+	count := func(out wire.Response) wire.Response {
+		var n int64
+		for _, sp := range out.Splices {
+			n += sp.Region.Len
+		}
+		return b.throttle(c, out, b.quotas.Record(a.quota.bytes, entity, n, limit, time.Now()))
+	}
+	if resp.Deferred != nil {
+		deferred := resp.Deferred
+		resp.Deferred = func() wire.Response { return count(deferred()) }
+		return resp
+	}
+	return count(resp)
 }
 
 // throttle puts d in the response's throttle_time_ms, unless it holds a
@@ -406,4 +431,19 @@ func (b *Broker) throttle(c *wire.Conn, resp wire.Response, d time.Duration) wir
 			}
 		}
 	})
+}
+
+// alterClientQuotasErrors answers each entry req names with code.
+func alterClientQuotasErrors(req kmsg.Request, resp kmsg.Response, code int16) {
+	out := resp.(*kmsg.AlterClientQuotasResponse)
+	for _, e := range req.(*kmsg.AlterClientQuotasRequest).Entries {
+		oe := kmsg.NewAlterClientQuotasResponseEntry()
+		oe.ErrorCode = code
+		for _, c := range e.Entity {
+			ee := kmsg.NewAlterClientQuotasResponseEntryEntity()
+			ee.Type, ee.Name = c.Type, c.Name
+			oe.Entity = append(oe.Entity, ee)
+		}
+		out.Entries = append(out.Entries, oe)
+	}
 }

@@ -209,7 +209,7 @@ func TestRequestQuotaExempt(t *testing.T) {
 		{kmsg.NewPtrAddPartitionsToTxnRequest(), false}, {kmsg.NewPtrApiVersionsRequest(), false},
 	} {
 		req := &wire.Request{Key: c.req.Key(), Version: c.req.GetVersion(), Body: c.req}
-		if got := b.requestQuotaExempt(s, req); got != c.exempt {
+		if got := b.requestQuotaExempt(s, apis[req.Key], req); got != c.exempt {
 			t.Errorf("%s v%d: exempt %v, want %v", kmsg.NameForKey(c.req.Key()), c.req.GetVersion(), got, c.exempt)
 		}
 	}

@@ -39,8 +39,16 @@ import (
 // principal, and a connection whose session expired is closed at its next
 // request.
 func init() {
-	register(kmsg.SASLHandshake.Int16(), 0, 1, (*Broker).handleSaslHandshake)
-	register(kmsg.SASLAuthenticate.Int16(), 0, 2, (*Broker).handleSaslAuthenticate)
+	for _, a := range []api{
+		{key: kmsg.SASLHandshake, min: 0, max: 1, handle: (*Broker).handleSaslHandshake, errors: saslHandshakeErrors},
+		{key: kmsg.SASLAuthenticate, min: 0, max: 2, handle: (*Broker).handleSaslAuthenticate, errors: saslAuthenticateErrors},
+	} {
+		// Any connection may authenticate, on either listener.
+		a.authorize = authorizeNothing
+		registerController(a)
+		a.quota = requestTime
+		register(a)
+	}
 }
 
 // supportedMechanisms are the SASL mechanisms Strata implements.
@@ -345,4 +353,12 @@ func (b *Broker) failAuthentication(ctx context.Context, c *wire.Conn, s *sessio
 		}
 		return resp
 	}}
+}
+
+func saslHandshakeErrors(_ kmsg.Request, resp kmsg.Response, code int16) {
+	resp.(*kmsg.SASLHandshakeResponse).ErrorCode = code
+}
+
+func saslAuthenticateErrors(_ kmsg.Request, resp kmsg.Response, code int16) {
+	resp.(*kmsg.SASLAuthenticateResponse).ErrorCode = code
 }

@@ -22,8 +22,13 @@ import (
 // sends the salt and the salted password, never the password; the
 // controller keeps the stored and server keys derived from it.
 func init() {
-	register(kmsg.DescribeUserSCRAMCredentials.Int16(), 0, 0, (*Broker).handleDescribeUserScramCredentials)
-	registerAdmin(kmsg.AlterUserSCRAMCredentials.Int16(), 0, 0, (*Broker).handleAlterUserScramCredentials)
+	register(api{key: kmsg.DescribeUserSCRAMCredentials, min: 0, max: 0, handle: (*Broker).handleDescribeUserScramCredentials,
+		authorize: clusterRule(auth.OpDescribe), quota: requestTime,
+		errors: func(_ kmsg.Request, resp kmsg.Response, code int16) {
+			resp.(*kmsg.DescribeUserSCRAMCredentialsResponse).ErrorCode = code
+		}})
+	register(api{key: kmsg.AlterUserSCRAMCredentials, min: 0, max: 0, handle: (*Broker).handleAlterUserScramCredentials, forwarded: true,
+		authorize: clusterRule(auth.OpAlter), errors: alterUserScramCredentialsErrors, quota: requestTime})
 }
 
 func (b *Broker) handleDescribeUserScramCredentials(_ context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
@@ -170,4 +175,25 @@ func (b *Broker) handleAlterUserScramCredentials(ctx context.Context, _ *wire.Co
 		}
 		return resp
 	})
+}
+
+// alterUserScramCredentialsErrors answers each user req names (once) with
+// code.
+func alterUserScramCredentialsErrors(req kmsg.Request, resp kmsg.Response, code int16) {
+	r, out := req.(*kmsg.AlterUserSCRAMCredentialsRequest), resp.(*kmsg.AlterUserSCRAMCredentialsResponse)
+	seen := map[string]bool{}
+	add := func(user string) {
+		if !seen[user] {
+			seen[user] = true
+			res := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
+			res.User, res.ErrorCode = user, code
+			out.Results = append(out.Results, res)
+		}
+	}
+	for _, d := range r.Deletions {
+		add(d.Name)
+	}
+	for _, u := range r.Upsertions {
+		add(u.Name)
+	}
 }

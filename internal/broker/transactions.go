@@ -30,8 +30,10 @@ import (
 // and matching takes linear time whatever the pattern. An empty or null
 // pattern matches every id, as in Kafka.
 func init() {
-	register(kmsg.DescribeTransactions.Int16(), 0, 0, (*Broker).handleDescribeTransactions)
-	register(kmsg.ListTransactions.Int16(), 0, 2, (*Broker).handleListTransactions)
+	register(api{key: kmsg.DescribeTransactions, min: 0, max: 0, handle: (*Broker).handleDescribeTransactions,
+		authorize: authorizeDescribeTransactions, errors: describeTransactionsErrors, quota: requestTime})
+	register(api{key: kmsg.ListTransactions, min: 0, max: 2, handle: (*Broker).handleListTransactions,
+		authorize: authorizeListTransactions, errors: listTransactionsErrors, quota: requestTime})
 }
 
 // transactionalIDPattern compiles a ListTransactions v2 pattern to match
@@ -120,4 +122,19 @@ func (b *Broker) handleListTransactions(_ context.Context, _ *wire.Conn, req *wi
 		resp.TransactionStates = append(resp.TransactionStates, ts)
 	}
 	return respond(resp)
+}
+
+// describeTransactionsErrors answers each transactional id req names with
+// code.
+func describeTransactionsErrors(req kmsg.Request, resp kmsg.Response, code int16) {
+	out := resp.(*kmsg.DescribeTransactionsResponse)
+	for _, id := range req.(*kmsg.DescribeTransactionsRequest).TransactionalIDs {
+		st := kmsg.NewDescribeTransactionsResponseTransactionState()
+		st.TransactionalID, st.ErrorCode, st.ProducerID, st.ProducerEpoch = id, code, -1, -1
+		out.TransactionStates = append(out.TransactionStates, st)
+	}
+}
+
+func listTransactionsErrors(_ kmsg.Request, resp kmsg.Response, code int16) {
+	resp.(*kmsg.ListTransactionsResponse).ErrorCode = code
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strata-io/strata/internal/auth"
 	"github.com/strata-io/strata/internal/config"
 	"github.com/strata-io/strata/internal/controller"
 	"github.com/strata-io/strata/internal/producer"
@@ -38,11 +39,34 @@ import (
 // * PRODUCER_FENCED is answered as INVALID_PRODUCER_EPOCH to versions that
 // predate it (KIP-588), as Kafka does.
 func init() {
-	register(kmsg.AddPartitionsToTxn.Int16(), 0, 5, (*Broker).handleAddPartitionsToTxn)
-	register(kmsg.AddOffsetsToTxn.Int16(), 0, 3, (*Broker).handleAddOffsetsToTxn)
-	register(kmsg.EndTxn.Int16(), 0, 5, (*Broker).handleEndTxn)
-	register(kmsg.WriteTxnMarkers.Int16(), 0, 1, (*Broker).handleWriteTxnMarkers)
-	register(kmsg.TxnOffsetCommit.Int16(), 0, 5, (*Broker).handleTxnOffsetCommit)
+	register(api{key: kmsg.AddPartitionsToTxn, min: 0, max: 5, handle: (*Broker).handleAddPartitionsToTxn,
+		authorize: authorizeAddPartitionsToTxn, errors: addPartitionsToTxnErrors,
+		quota: &quotaRule{exempt: func(req kmsg.Request) exemption {
+			if req.GetVersion() >= 4 {
+				return interBroker // the brokers' batched form
+			}
+			return counted
+		}}})
+	register(api{key: kmsg.AddOffsetsToTxn, min: 0, max: 3, handle: (*Broker).handleAddOffsetsToTxn, quota: requestTime,
+		authorize: authorizeAddOffsetsToTxn,
+		errors: func(_ kmsg.Request, resp kmsg.Response, code int16) {
+			resp.(*kmsg.AddOffsetsToTxnResponse).ErrorCode = code
+		}})
+	register(api{key: kmsg.EndTxn, min: 0, max: 5, handle: (*Broker).handleEndTxn, quota: requestTime,
+		authorize: authorizeEndTxn,
+		errors: func(_ kmsg.Request, resp kmsg.Response, code int16) {
+			out := resp.(*kmsg.EndTxnResponse)
+			out.ErrorCode, out.ProducerID, out.ProducerEpoch = code, -1, -1
+		}})
+	register(api{key: kmsg.WriteTxnMarkers, min: 0, max: 1, handle: (*Broker).handleWriteTxnMarkers,
+		authorize: clusterRule(auth.OpClusterAction), errors: writeTxnMarkersErrors,
+		quota: &quotaRule{exempt: func(kmsg.Request) exemption { return interBroker }}})
+	register(api{key: kmsg.TxnOffsetCommit, min: 0, max: 5, handle: (*Broker).handleTxnOffsetCommit, quota: requestTime,
+		authorize: authorizeTxnOffsetCommit,
+		errors: func(req kmsg.Request, resp kmsg.Response, code int16) {
+			out := resp.(*kmsg.TxnOffsetCommitResponse)
+			out.Topics = append(out.Topics, txnOffsetCommitErrors(req.(*kmsg.TxnOffsetCommitRequest).Topics, code)...)
+		}})
 }
 
 // handleTxnOffsetCommit: v0-5 (v3+ carries the group's generation and
@@ -539,5 +563,44 @@ func (w *markerWriter) close() {
 	for id, c := range w.clients {
 		c.cl.Close()
 		delete(w.clients, id)
+	}
+}
+
+// addPartitionsToTxnErrors answers the request and each partition it
+// names (v0-3) with code; the brokers' batched form (v4+) only at the top,
+// as Kafka's AddPartitionsToTxnRequest.getErrorResponse.
+func addPartitionsToTxnErrors(req kmsg.Request, resp kmsg.Response, code int16) {
+	r, out := req.(*kmsg.AddPartitionsToTxnRequest), resp.(*kmsg.AddPartitionsToTxnResponse)
+	out.ErrorCode = code
+	for _, t := range r.Topics {
+		rt := kmsg.NewAddPartitionsToTxnResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p, code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		out.Topics = append(out.Topics, rt)
+	}
+}
+
+// writeTxnMarkersErrors answers each partition of each marker req names
+// with code.
+func writeTxnMarkersErrors(req kmsg.Request, resp kmsg.Response, code int16) {
+	r, out := req.(*kmsg.WriteTxnMarkersRequest), resp.(*kmsg.WriteTxnMarkersResponse)
+	for _, m := range r.Markers {
+		rm := kmsg.NewWriteTxnMarkersResponseMarker()
+		rm.ProducerID = m.ProducerID
+		for _, t := range m.Topics {
+			rt := kmsg.NewWriteTxnMarkersResponseMarkerTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
+				rp.Partition, rp.ErrorCode = p, code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			rm.Topics = append(rm.Topics, rt)
+		}
+		out.Markers = append(out.Markers, rm)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strata-io/strata/internal/auth"
 	"github.com/strata-io/strata/internal/controller"
 	"github.com/strata-io/strata/internal/wire"
 )
@@ -30,7 +31,10 @@ import (
 // the controller cannot be reached, the top level and every feature carry
 // the error, as Kafka's error response does. On success every feature is
 // answered NONE. v1's ValidateOnly checks without writing.
-func init() { registerAdmin(kmsg.UpdateFeatures.Int16(), 0, 1, (*Broker).handleUpdateFeatures) }
+func init() {
+	register(api{key: kmsg.UpdateFeatures, min: 0, max: 1, handle: (*Broker).handleUpdateFeatures, forwarded: true,
+		authorize: clusterRule(auth.OpAlter), errors: updateFeaturesErrors, quota: requestTime})
+}
 
 func (b *Broker) handleUpdateFeatures(ctx context.Context, _ *wire.Conn, req *wire.Request) wire.Response {
 	r := req.Body.(*kmsg.UpdateFeaturesRequest)
@@ -61,4 +65,16 @@ func (b *Broker) handleUpdateFeatures(ctx context.Context, _ *wire.Conn, req *wi
 		}
 		return resp
 	})
+}
+
+// updateFeaturesErrors answers the request and each feature it names with
+// code.
+func updateFeaturesErrors(req kmsg.Request, resp kmsg.Response, code int16) {
+	out := resp.(*kmsg.UpdateFeaturesResponse)
+	out.ErrorCode = code
+	for _, u := range req.(*kmsg.UpdateFeaturesRequest).FeatureUpdates {
+		res := kmsg.NewUpdateFeaturesResponseResult()
+		res.Feature, res.ErrorCode = u.Feature, code
+		out.Results = append(out.Results, res)
+	}
 }

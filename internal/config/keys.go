@@ -93,6 +93,8 @@ var ServerKeys = []Key{
 		Doc: "A controller that hears nothing from the quorum's leader for a random time up to this long starts an election."},
 	{Name: "controller.quorum.request.timeout.ms", Type: TypeInt, Default: "2000", Min: 1, Max: maxInt32,
 		Doc: "How long a broker waits for the active controller to answer before it tries again."},
+	{Name: "request.timeout.ms", Type: TypeInt, Default: "30000", Min: 1, Max: maxInt32,
+		Doc: "How long a broker waits for the active controller to answer an admin request it forwards that carries no timeout of its own; then it answers NOT_CONTROLLER."},
 	{Name: "metadata.log.max.record.bytes.between.snapshots", Type: TypeLong, Default: "20971520", Min: 1, Max: maxInt64,
 		Doc: "Metadata record bytes after which the controller snapshots the metadata image and compacts the log behind it."},
 	{Name: "inter.broker.listener.name", Type: TypeString, Default: "",
