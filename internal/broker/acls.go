@@ -140,6 +140,13 @@ func (b *Broker) handleDeleteAcls(ctx context.Context, _ *wire.Conn, req *wire.R
 	r := req.Body.(*kmsg.DeleteACLsRequest)
 	resp := r.ResponseKind().(*kmsg.DeleteACLsResponse)
 	return b.deferController(ctx, 0, func(ctx context.Context) kmsg.Response {
+		if _, active := b.controller.Leader(); !active {
+			// A voter that does not lead would match the filters
+			// against its own image, which may lag the leader's, and
+			// answer that nothing matched: the broker tries the leader.
+			deleteAclsErrors(r, resp, kerr.NotController.Code)
+			return resp
+		}
 		// Matched against the latest image here, on the controller; a
 		// binding created meanwhile is not deleted, as in Kafka.
 		img := b.controller.Image()

@@ -22,7 +22,7 @@ import (
 // otherwise over the controller listener of the voter the quorum names as
 // leader (or, not knowing one, each voter in turn). An answer with
 // NOT_CONTROLLER anywhere in it (notController) or a failed exchange is
-// retried, with a short backoff, until the request's
+// retried at another voter, with a short backoff, until the request's
 // context ends; the last answer (or error) is returned then.
 type controllerClient struct {
 	b       *Broker
@@ -46,26 +46,31 @@ func (cc *controllerClient) close() {
 	}
 }
 
-// target returns the voter to send to now: the quorum's leader when known,
-// else the next voter in turn. local is set when that is this node's own
-// active controller.
-func (cc *controllerClient) target() (id int32, local bool) {
+// target returns the voter to send to now: the quorum's leader as this
+// node knows it, else the next voter in turn, leaving out those that
+// refused the request already (answered NOT_CONTROLLER or could not be
+// reached): after a change of leader, this node's view of the quorum may
+// name the old one until it catches up, and the request must not wait
+// for that. local is set when that is this node's own active controller.
+func (cc *controllerClient) target(refused map[int32]bool) (id int32, local bool) {
 	if c := cc.b.controller; c != nil {
 		leader, active := c.Leader()
 		if active {
 			return cc.b.nodeID, true
 		}
-		if leader >= 0 && leader != cc.b.nodeID {
+		if leader >= 0 && leader != cc.b.nodeID && !refused[leader] {
 			return leader, false
 		}
 	}
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
-	for range cc.voters {
-		v := cc.voters[cc.next%len(cc.voters)]
-		cc.next++
-		if v.ID != cc.b.nodeID || cc.b.controller == nil {
-			return v.ID, false
+	for _, skipRefused := range []bool{true, false} {
+		for range cc.voters {
+			v := cc.voters[cc.next%len(cc.voters)]
+			cc.next++
+			if (v.ID != cc.b.nodeID || cc.b.controller == nil) && !(skipRefused && refused[v.ID]) {
+				return v.ID, false
+			}
 		}
 	}
 	return cc.b.nodeID, true
@@ -88,13 +93,19 @@ func (cc *controllerClient) client(id int32) *wire.Client {
 	return nil
 }
 
-// Request sends req (at the version set on it) to the active controller.
+// Request sends req (at the version set on it) to the active controller,
+// trying the voters in turn (see target) until one answers as the active
+// controller or ctx ends.
 func (cc *controllerClient) Request(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
 	backoff := 20 * time.Millisecond
 	var last kmsg.Response
 	var lastErr error
+	refused := map[int32]bool{}
 	for {
-		id, local := cc.target()
+		if len(refused) >= len(cc.voters) {
+			clear(refused) // every voter refused: ask them all again
+		}
+		id, local := cc.target(refused)
 		var resp kmsg.Response
 		var err error
 		if local {
@@ -108,6 +119,9 @@ func (cc *controllerClient) Request(ctx context.Context, req kmsg.Request) (kmsg
 		}
 		if err == nil && !notController(req, resp) {
 			return resp, nil
+		}
+		if !local {
+			refused[id] = true
 		}
 		if err == nil {
 			last, lastErr = resp, nil

@@ -396,8 +396,8 @@ func TestControllerDeniedAnswers(t *testing.T) {
 	}
 }
 
-// fillOne gives every slice of structs in v one element, depth levels
-// deep, so that per-entry refusals have an entry to refuse.
+// fillOne gives every slice of structs, strings or int32s in v one element,
+// depth levels deep, so that per-entry refusals have an entry to refuse.
 func fillOne(v reflect.Value, depth int) {
 	if depth == 0 || v.Kind() != reflect.Struct {
 		return
@@ -410,6 +410,8 @@ func fillOne(v reflect.Value, depth int) {
 			fillOne(f.Index(0), depth-1)
 		case f.Kind() == reflect.Slice && f.Type().Elem().Kind() == reflect.String && f.CanSet():
 			f.Set(reflect.ValueOf([]string{"x"}).Convert(f.Type()))
+		case f.Kind() == reflect.Slice && f.Type().Elem().Kind() == reflect.Int32 && f.CanSet():
+			f.Set(reflect.ValueOf([]int32{0}).Convert(f.Type()))
 		case f.Kind() == reflect.Struct:
 			fillOne(f, depth-1)
 		}
