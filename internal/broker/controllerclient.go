@@ -217,7 +217,7 @@ func (b *Broker) forwardToController(ctx context.Context, _ *wire.Conn, req *wir
 	body := req.Body
 	a := apis[req.Key]
 	return wire.Response{Deferred: func() wire.Response {
-		ctx, cancel := context.WithTimeout(ctx, b.forwardTimeout(body))
+		ctx, cancel := context.WithTimeout(ctx, forwardTimeout(body, time.Duration(b.cfg.Int("request.timeout.ms"))*time.Millisecond))
 		defer cancel()
 		resp, err := b.ctrl.Request(ctx, body)
 		if err != nil {
@@ -232,13 +232,13 @@ func (b *Broker) forwardToController(ctx context.Context, _ *wire.Conn, req *wir
 }
 
 // forwardTimeout is how long a forwarded request waits for the active
-// controller: the request's own timeout, or request.timeout.ms, as
-// Kafka's forwarding manager waits.
-func (b *Broker) forwardTimeout(req kmsg.Request) time.Duration {
+// controller: the request's own timeout, or otherwise (request.timeout.ms,
+// as Kafka's forwarding manager waits).
+func forwardTimeout(req kmsg.Request, otherwise time.Duration) time.Duration {
 	if r, ok := req.(kmsg.TimeoutRequest); ok && r.Timeout() > 0 {
 		return time.Duration(r.Timeout()) * time.Millisecond
 	}
-	return time.Duration(b.cfg.Int("request.timeout.ms")) * time.Millisecond
+	return otherwise
 }
 
 // createTopicsAtController creates topics the broker needs
