@@ -22,8 +22,13 @@ type kvMachine struct {
 	timers *coordinator.Timers
 }
 
+var errCorrupt = errors.New("corrupt record")
+
 func (m *kvMachine) Replay(batch []byte, _ time.Time) error {
 	return record.Records(batch, func(_, _ int64, r *kmsg.Record) error {
+		if string(r.Value) == "corrupt" {
+			return errCorrupt
+		}
 		m.values[string(r.Key)] = string(r.Value)
 		return nil
 	})
@@ -204,5 +209,27 @@ func TestRuntimeDeadlines(t *testing.T) {
 	}
 	if log.Appends() != 1 {
 		t.Fatalf("%d batches, want the timer's one", log.Appends())
+	}
+}
+
+// A partition whose replay fails is not served: requests get
+// NOT_COORDINATOR.
+func TestRuntimeFailedLoad(t *testing.T) {
+	rt := newKV(t, nil, 0)
+	log := &coordinatortest.MemPartition{}
+	loadAndWait(t, rt, 0, log)
+	done := make(chan error, 1)
+	s, err := rt.Acquire(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Machine().set("k", "corrupt", done)
+	s.Release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	loadAndWait(t, rt, 0, log)
+	if _, err := rt.Acquire(0); err != kerr.NotCoordinator {
+		t.Fatalf("after a failed load: %v, want NOT_COORDINATOR", err)
 	}
 }

@@ -101,9 +101,13 @@ func (s *Shard[M]) Append(w Write) {
 	s.enqueue(w)
 }
 
-// Go runs fn in a goroutine whose ctx ends when the shard stops serving;
-// mutex held (or not). fn takes the mutex, if it needs it, with Acquire.
+// Go runs fn in a goroutine whose ctx ends when the shard stops serving,
+// or does nothing if it already has; mutex held (or not). fn takes the
+// mutex, if it needs it, with Acquire.
 func (s *Shard[M]) Go(fn func(ctx context.Context)) {
+	if s.ctx.Err() != nil {
+		return
+	}
 	go fn(s.ctx)
 }
 

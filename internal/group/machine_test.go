@@ -32,7 +32,7 @@ import (
 //	sync name=R g=G member=M gen=N [assign=(M:BYTES,...)] [version=V]
 //	heartbeat g=G member=M gen=N
 //	leave g=G members=(M,...)
-//	cgh name=R g=G member=M epoch=E [topics=(T,...)] [regex=RE]
+//	cgh name=R g=G member=M epoch=E [instance=I] [topics=(T,...)] [regex=RE]
 //	    [owned=(T:P.P,...)] [rebalance=MS]  a ConsumerGroupHeartbeat
 //	offset-commit name=R g=G [member=M gen=N] offsets=(T/P=O,...)
 //	txn-commit name=R g=G pid=P epoch=E [member=M gen=N] offsets=(T/P=O,...)
@@ -219,6 +219,9 @@ func (h *script) run(t *testing.T, d *datadriven.TestData) string {
 		r.Version = 1
 		r.Group, r.MemberID, r.MemberEpoch = str("g", ""), h.member(str("member", "")), int32(num("epoch", 0))
 		r.RebalanceTimeoutMillis = int32(num("rebalance", -1))
+		if i, ok := args["instance"]; ok {
+			r.InstanceID = kmsg.StringPtr(i[0])
+		}
 		if ts, ok := args["topics"]; ok {
 			r.SubscribedTopicNames = append([]string{}, ts...)
 		}
