@@ -24,11 +24,19 @@ import (
 // the verify workload running; some nodes (all of them at once, the leader
 // of a partition, the active controller) are killed with SIGKILL and lose
 // power, so whatever they had not fsynced is gone; they restart and the
-// workload reads everything back. Bounded by default (one cut per schedule
-// and mode, about 15 s each); long by flag:
+// workload reads everything back. One schedule kills every node and
+// restarts it on the same page cache first, so that the nodes run on
+// records they recovered but never synced when the power goes.
 //
-//	go test ./e2e -run TestPowerLoss -v -powerloss.runs 10
-var powerLossRuns = flag.Int("powerloss.runs", 1, "runs of each schedule and mode of TestPowerLoss")
+// Bounded by default: the coordinated cut, once per mode (about 15 s
+// each). Every schedule, many times, by flag:
+//
+//	go test ./e2e -run TestPowerLoss -v -powerloss.runs 10 \
+//	    -powerloss.schedules all,kill-then-all,leader,controller
+var (
+	powerLossRuns      = flag.Int("powerloss.runs", 1, "runs of each schedule and mode of TestPowerLoss")
+	powerLossSchedules = flag.String("powerloss.schedules", "all", "comma-separated schedules of TestPowerLoss: all, kill-then-all, leader, controller")
+)
 
 // powerCluster is a cluster of three combined nodes, each on its own
 // power-cut file system.
@@ -67,15 +75,7 @@ func startPowerCluster(t *testing.T, sets ...string) *powerCluster {
 // down.
 func (pc *powerCluster) cutPower(victims []int32, tear bool) (torn []int32) {
 	pc.t.Helper()
-	var wg sync.WaitGroup
-	for _, id := range victims {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			pc.nodes[id].kill()
-		}()
-	}
-	wg.Wait()
+	pc.kill(victims)
 	for _, id := range victims {
 		d := pc.disks[id]
 		before := d.Stats()
@@ -92,6 +92,19 @@ func (pc *powerCluster) cutPower(victims []int32, tear bool) (torn []int32) {
 		pc.t.Logf("node %d lost power: %d files with unsynced writes, %d directory operations not durable; torn: %v", id, before.DirtyFiles, before.PendingDirOps, faults != nil)
 	}
 	return torn
+}
+
+// kill kills the victims with SIGKILL at once and waits for them to die.
+func (pc *powerCluster) kill(victims []int32) {
+	var wg sync.WaitGroup
+	for _, id := range victims {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pc.nodes[id].kill()
+		}()
+	}
+	wg.Wait()
 }
 
 // tornPartition is the partition whose last write a coordinated cut tears.
@@ -114,22 +127,29 @@ type powerSchedule struct {
 	name string
 	// victims returns them, and says who they are for the timeline.
 	victims func(f *faultCluster, topic string) ([]int32, string)
+	// coordinated is set when every node loses power.
+	coordinated bool
 	// tear tears the last unsynced write of a partition's active segment.
 	tear bool
+	// killFirst kills the victims with SIGKILL and restarts them, on
+	// the same page cache, before the cut: what they recovered from it
+	// was never synced.
+	killFirst bool
 }
 
+func everyNode(*faultCluster, string) ([]int32, string) { return ids(3), "every node" }
+
 var powerSchedules = []powerSchedule{
-	{"all", func(f *faultCluster, topic string) ([]int32, string) {
-		return ids(3), "every node"
-	}, true},
-	{"leader", func(f *faultCluster, topic string) ([]int32, string) {
+	{name: "all", victims: everyNode, coordinated: true, tear: true},
+	{name: "kill-then-all", victims: everyNode, coordinated: true, killFirst: true},
+	{name: "leader", victims: func(f *faultCluster, topic string) ([]int32, string) {
 		l := f.leader(topic)
 		return []int32{l}, fmt.Sprintf("node %d, leader of partition 0", l)
-	}, false},
-	{"controller", func(f *faultCluster, topic string) ([]int32, string) {
+	}},
+	{name: "controller", victims: func(f *faultCluster, topic string) ([]int32, string) {
 		c := f.controller(f.alive()[0])
 		return []int32{c}, fmt.Sprintf("node %d, the active controller (Raft leader)", c)
-	}, false},
+	}},
 }
 
 // powerLossRun is one run's outcome.
@@ -139,8 +159,9 @@ type powerLossRun struct {
 	loss           loss
 }
 
-// TestPowerLoss runs each schedule (every node, the leader of partition 0,
-// the active controller loses power) in the durable mode
+// TestPowerLoss runs each schedule asked for (every node, every node after
+// a restart on unsynced records, the leader of partition 0, the active
+// controller loses power) in the durable mode
 // (log.flush.interval.messages=1: every acknowledged record is on the disks
 // of at least min.insync.replicas replicas) and in the default mode (no
 // fsync before acknowledging, durability from replication, as Kafka). No
@@ -161,12 +182,15 @@ func TestPowerLoss(t *testing.T) {
 	var mu sync.Mutex
 	var runs []powerLossRun
 	for _, sched := range powerSchedules {
+		if !slices.Contains(strings.Split(*powerLossSchedules, ","), sched.name) {
+			continue
+		}
 		for _, m := range modes {
 			for run := range *powerLossRuns {
 				t.Run(fmt.Sprintf("%s/%s/%d", sched.name, m.name, run), func(t *testing.T) {
 					// Only a coordinated loss may lose what the
 					// default mode acknowledged.
-					mayLose := m.name == "default" && sched.name == "all"
+					mayLose := m.name == "default" && sched.coordinated
 					r := runPowerLoss(t, sched, mayLose, m.sets...)
 					r.schedule, r.mode = sched.name, m.name
 					mu.Lock()
@@ -227,6 +251,16 @@ func runPowerLoss(t *testing.T, sched powerSchedule, mayLose bool, sets ...strin
 	hold(3 * time.Second)
 	fc := &faultCluster{meshCluster: &meshCluster{cluster: pc.cluster}}
 	victims, who := sched.victims(fc, topic)
+	if sched.killFirst {
+		tl.add("SIGKILL %s, and restart it on the same page cache", who)
+		pc.kill(victims)
+		for _, id := range victims {
+			pc.nodes[id].restart()
+		}
+		fc.healthy(topic)
+		tl.add("cluster healthy again")
+		hold(2 * time.Second)
+	}
 	tl.add("SIGKILL %s and cut its power", who)
 	torn := pc.cutPower(victims, sched.tear)
 	tl.add("restart %v (the last write to %s torn on %v)", victims, tornPartition, torn)
