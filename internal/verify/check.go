@@ -21,10 +21,14 @@ const (
 	NonmonotonicPoll   Kind = "nonmonotonic-poll"
 	PollSkip           Kind = "poll-skip"
 	UnexpectedValue    Kind = "unexpected-value"
+	AbortedRead        Kind = "aborted-read"
+	IntermediateRead   Kind = "intermediate-read"
+	NonmonotonicCopy   Kind = "nonmonotonic-copy"
 )
 
 // Kinds lists every anomaly kind in report order.
-var Kinds = []Kind{LostWrite, Duplicate, InconsistentOffset, NonmonotonicSend, NonmonotonicPoll, PollSkip, UnexpectedValue}
+var Kinds = []Kind{LostWrite, Duplicate, InconsistentOffset, NonmonotonicSend, NonmonotonicPoll, PollSkip, UnexpectedValue,
+	AbortedRead, IntermediateRead, NonmonotonicCopy}
 
 // MaxExamples is how many examples a Result keeps of each anomaly.
 const MaxExamples = 5
@@ -87,6 +91,31 @@ type Stats struct {
 	// partition while the others go on shows here, not above.
 	LongestPartitionAckGapMillis float64 `json:"longest_partition_ack_gap_ms"`
 	LongestAckGapPartition       int32   `json:"longest_ack_gap_partition"`
+
+	// Transactional runs: the producers' transactions and the copy
+	// stage's, by outcome, and the records the copy stage copied in
+	// committed transactions (distinct inputs).
+	Txns   TxnStats `json:"txns,omitzero"`
+	Copies TxnStats `json:"copies,omitzero"`
+	Copied int      `json:"copied,omitempty"`
+}
+
+// TxnStats counts transactions by outcome.
+type TxnStats struct {
+	Committed int `json:"committed"`
+	Aborted   int `json:"aborted"`
+	Unknown   int `json:"unknown"`
+}
+
+func (t *TxnStats) add(outcome string) {
+	switch outcome {
+	case OutcomeCommitted:
+		t.Committed++
+	case OutcomeAborted:
+		t.Aborted++
+	default:
+		t.Unknown++
+	}
 }
 
 // Count is the number of anomalies of kind k.
@@ -128,11 +157,16 @@ type partitionLog struct {
 	read      map[string]bool    // values some consumer read
 	readAt    map[int64][]string // offset -> distinct values read there
 	maxRead   int64              // the highest offset read; -1 if none
-	known     []int64            // offsets with an observation, sorted
+	// visible are the offsets a reader must not skip: read somewhere, or
+	// acknowledged for a record a reader must see (in a transactional
+	// run, only a committed transaction's: read_committed skips the
+	// others).
+	visible map[int64]bool
+	known   []int64 // the visible offsets, sorted
 }
 
 func newPartitionLog() *partitionLog {
-	return &partitionLog{valuesAt: map[int64][]string{}, offsetsOf: map[string][]int64{}, read: map[string]bool{}, readAt: map[int64][]string{}, maxRead: -1}
+	return &partitionLog{valuesAt: map[int64][]string{}, offsetsOf: map[string][]int64{}, read: map[string]bool{}, readAt: map[int64][]string{}, maxRead: -1, visible: map[int64]bool{}}
 }
 
 func (l *partitionLog) observe(offset int64, value string) {
@@ -156,8 +190,38 @@ func (l *partitionLog) between(lo, hi int64) int {
 type checker struct {
 	h      *History
 	sendOf map[string]*Send
+	txnOf  map[txnKey]*Txn
 	logs   map[int32]*partitionLog
 	found  map[Kind]*Anomaly
+}
+
+type txnKey struct {
+	producer int
+	id       int64
+}
+
+// txn is the transaction s was sent in; nil outside transactional runs
+// (and for a send whose transaction the history lacks).
+func (c *checker) txn(s *Send) *Txn {
+	if !c.h.Transactional {
+		return nil
+	}
+	return c.txnOf[txnKey{s.Producer, s.Txn}]
+}
+
+// mustBeSeen says whether readers must see s once acknowledged: always,
+// but in a transactional run only if its transaction committed.
+func (c *checker) mustBeSeen(s *Send) bool {
+	if !c.h.Transactional {
+		return true
+	}
+	t := c.txn(s)
+	return t != nil && t.Outcome == OutcomeCommitted
+}
+
+// readsTopic says whether cons reads the run's topic (not the output).
+func (c *checker) readsTopic(cons Consumer) bool {
+	return cons.Topic == "" || cons.Topic == c.h.Topic
 }
 
 func (c *checker) log(p int32) *partitionLog {
@@ -179,11 +243,16 @@ func (c *checker) report(k Kind, ex Example) {
 
 // Check looks for anomalies in a history. It is a pure function of h.
 func Check(h *History) *Result {
-	c := &checker{h: h, sendOf: map[string]*Send{}, logs: map[int32]*partitionLog{}, found: map[Kind]*Anomaly{}}
+	c := &checker{h: h, sendOf: map[string]*Send{}, txnOf: map[txnKey]*Txn{}, logs: map[int32]*partitionLog{}, found: map[Kind]*Anomaly{}}
 	for _, k := range Kinds {
 		c.found[k] = &Anomaly{Kind: k}
 	}
 	res := &Result{Topic: h.Topic, Partitions: h.Partitions, ReplicationFactor: h.ReplicationFactor, Warnings: slices.Clone(h.Warnings)}
+	for i := range h.Txns {
+		t := &h.Txns[i]
+		c.txnOf[txnKey{t.Producer, t.ID}] = t
+		res.Stats.Txns.add(t.Outcome)
+	}
 	for i := range h.Sends {
 		s := &h.Sends[i]
 		c.sendOf[s.Value] = s
@@ -191,7 +260,11 @@ func Check(h *History) *Result {
 		switch {
 		case s.Acked:
 			res.Stats.Acknowledged++
-			c.log(s.Partition).observe(s.Offset, s.Value)
+			l := c.log(s.Partition)
+			l.observe(s.Offset, s.Value)
+			if c.mustBeSeen(s) {
+				l.visible[s.Offset] = true
+			}
 		case s.Error != "":
 			res.Stats.Failed++
 		default:
@@ -200,6 +273,9 @@ func Check(h *History) *Result {
 	}
 	distinct := map[string]bool{}
 	for _, cons := range h.Consumers {
+		if !c.readsTopic(cons) {
+			continue // the copy stage's output: checkCopies
+		}
 		for _, e := range cons.Events {
 			switch e.Type {
 			case EventError:
@@ -211,12 +287,19 @@ func Check(h *History) *Result {
 			}
 			res.Stats.Polled++
 			distinct[e.Value] = true
-			if s := c.sendOf[e.Value]; s == nil || s.Partition != e.Partition {
+			s := c.sendOf[e.Value]
+			if s == nil || s.Partition != e.Partition {
 				c.unexpected(cons, e, s)
 				continue
 			}
+			c.checkTxnRead(cons, e)
 			l := c.log(e.Partition)
 			l.observe(e.Offset, e.Value)
+			if t := c.txn(s); t == nil || t.Outcome != OutcomeAborted {
+				// An aborted read is reported; others are right to skip
+				// its offset.
+				l.visible[e.Offset] = true
+			}
 			l.read[e.Value] = true
 			if vs := l.readAt[e.Offset]; !slices.Contains(vs, e.Value) {
 				l.readAt[e.Offset] = append(vs, e.Value)
@@ -226,7 +309,7 @@ func Check(h *History) *Result {
 	}
 	res.Stats.Distinct = len(distinct)
 	for _, l := range c.logs {
-		for off := range l.valuesAt {
+		for off := range l.visible {
 			l.known = append(l.known, off)
 		}
 		slices.Sort(l.known)
@@ -238,6 +321,7 @@ func Check(h *History) *Result {
 	for _, cons := range h.Consumers {
 		c.checkPolls(cons)
 	}
+	c.checkCopies(&res.Stats)
 	res.Stats.LongestAckGapMillis = float64(longestAckGap(h.Sends)) / float64(time.Millisecond)
 	byPartition := map[int32][]Send{}
 	for _, s := range h.Sends {
@@ -321,7 +405,7 @@ func (c *checker) describeValues(p int32, off int64, vs []string) string {
 func (c *checker) checkSends(st *Stats) {
 	reached := map[int32]FinalRead{}
 	for _, f := range c.h.Final {
-		if f.Reached {
+		if f.Reached && (f.Topic == "" || f.Topic == c.h.Topic) {
 			reached[f.Partition] = f
 		}
 	}
@@ -332,6 +416,12 @@ func (c *checker) checkSends(st *Stats) {
 		switch {
 		case !s.Acked:
 			if read {
+				st.Indeterminate++
+			}
+		case c.h.Transactional && !c.mustBeSeen(s):
+			// Aborted: a read is an aborted read (checkTxnRead).
+			// Unknown: either way is allowed.
+			if t := c.txn(s); read && (t == nil || t.Outcome != OutcomeAborted) {
 				st.Indeterminate++
 			}
 		case read:
@@ -405,6 +495,11 @@ func (c *checker) checkSendOrder() {
 // checkPolls finds a consumer's nonmonotonic polls and skips, each
 // assignment of a partition on its own.
 func (c *checker) checkPolls(cons Consumer) {
+	if !c.readsTopic(cons) || cons.Kind == KindCopier {
+		// A copier rewinds to its group's committed offsets whenever a
+		// copy transaction aborts: it may read again what it read.
+		return
+	}
 	last := map[int32]int64{} // partition -> last offset read in this assignment
 	for _, e := range cons.Events {
 		switch e.Type {

@@ -24,6 +24,7 @@ const fetchMaxWait = 500 * time.Millisecond
 // rebalance callbacks append; mu guards events, errors and next.
 type consumerLog struct {
 	name, kind string
+	topic      string // Consumer.Topic
 
 	mu     sync.Mutex
 	events []Event
@@ -49,6 +50,13 @@ func (l *consumerLog) add(e Event) {
 	l.events = append(l.events, e)
 }
 
+// advance notes that the reader of p got to next without a record to log.
+func (l *consumerLog) advance(p int32, next int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.next[p] = max(l.next[p], next)
+}
+
 // readTo is the highest offset read in partition p, plus one.
 func (l *consumerLog) readTo(p int32) int64 {
 	l.mu.Lock()
@@ -59,7 +67,7 @@ func (l *consumerLog) readTo(p int32) int64 {
 func (l *consumerLog) consumer() Consumer {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return Consumer{Name: l.name, Kind: l.kind, Events: slices.Clone(l.events)}
+	return Consumer{Name: l.name, Kind: l.kind, Topic: l.topic, Events: slices.Clone(l.events)}
 }
 
 // startAssigned starts a consumer assigned every partition from its
@@ -69,12 +77,12 @@ func (r *runner) startAssigned(ctx context.Context, wg *sync.WaitGroup, name str
 	for _, p := range partitionsOf(r.cfg.Partitions) {
 		offsets[p] = kgo.NewOffset().AtStart()
 	}
-	cl, err := r.client(
+	cl, err := r.client(append(r.isolation(),
 		kgo.ClientID("strata-verify-"+name),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{r.topic: offsets}),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxWait(fetchMaxWait),
-	)
+	)...)
 	if err != nil {
 		return nil, fmt.Errorf("verify: starting consumer %s: %w", name, err)
 	}
@@ -152,8 +160,15 @@ func (r *runner) logFetches(fetches kgo.Fetches, log *consumerLog) {
 		log.add(Event{Type: EventError, Nanos: now, Partition: p, Error: err.Error()})
 	})
 	fetches.EachRecord(func(rec *kgo.Record) {
+		if rec.Attrs.IsControl() {
+			// A transaction marker (kgo.KeepControlRecords): not a
+			// record read, but how far the reader got.
+			log.advance(rec.Partition, rec.Offset+1)
+			return
+		}
 		r.counters.polled.Add(1)
-		log.add(Event{Type: EventPoll, Nanos: now, Partition: rec.Partition, Offset: rec.Offset, Value: string(rec.Value)})
+		log.add(Event{Type: EventPoll, Nanos: now, Partition: rec.Partition, Offset: rec.Offset, Value: string(rec.Value),
+			ProducerID: rec.ProducerID, ProducerEpoch: rec.ProducerEpoch})
 	})
 }
 
@@ -194,12 +209,19 @@ func (r *runner) drain(consumers []*consumerLog, starts, ends map[int32]int64) {
 
 // finalRead reads every partition from starts to ends with a new consumer.
 // It gives up when DrainTimeout passes without a record.
-func (r *runner) finalRead(ctx context.Context, starts, ends map[int32]int64) (*consumerLog, []FinalRead, error) {
-	log := newConsumerLog("final", KindFinal)
+// The run's topic's final read is "final"; the output topic's (topic is
+// then the output topic) is "final-output".
+func (r *runner) finalRead(ctx context.Context, topic string, starts, ends map[int32]int64) (*consumerLog, []FinalRead, error) {
+	name, readTopic := "final", ""
+	if topic != r.topic {
+		name, readTopic = "final-output", topic
+	}
+	log := newConsumerLog(name, KindFinal)
+	log.topic = readTopic
 	var reads []FinalRead
 	offsets := map[int32]kgo.Offset{}
 	for _, p := range sortedPartitions(ends) {
-		fr := FinalRead{Partition: p, Start: starts[p], End: ends[p], Reached: ends[p] <= starts[p]}
+		fr := FinalRead{Topic: readTopic, Partition: p, Start: starts[p], End: ends[p], Reached: ends[p] <= starts[p]}
 		reads = append(reads, fr)
 		if !fr.Reached {
 			offsets[p] = kgo.NewOffset().At(starts[p])
@@ -209,12 +231,12 @@ func (r *runner) finalRead(ctx context.Context, starts, ends map[int32]int64) (*
 	if len(offsets) == 0 {
 		return log, reads, nil
 	}
-	cl, err := r.client(
-		kgo.ClientID("strata-verify-final"),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{r.topic: offsets}),
+	cl, err := r.client(append(r.isolation(),
+		kgo.ClientID("strata-verify-"+name),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxWait(fetchMaxWait),
-	)
+	)...)
 	if err != nil {
 		return nil, reads, err
 	}

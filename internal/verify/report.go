@@ -13,6 +13,12 @@ func (r *Result) WriteText(w io.Writer) error {
 	fmt.Fprintf(w, "topic %s: %d partitions, replication factor %d\n", r.Topic, r.Partitions, r.ReplicationFactor)
 	fmt.Fprintf(w, "sent %d: %d acknowledged, %d failed, %d unanswered\n", st.Sent, st.Acknowledged, st.Failed, st.Unanswered)
 	fmt.Fprintf(w, "read %d records (%d distinct); %d indeterminate, %d unread, %d fetch errors\n", st.Polled, st.Distinct, st.Indeterminate, st.Unread, st.FetchErrors)
+	if t := st.Txns; t != (TxnStats{}) {
+		fmt.Fprintf(w, "transactions: %d committed, %d aborted, %d unknown\n", t.Committed, t.Aborted, t.Unknown)
+	}
+	if t := st.Copies; t != (TxnStats{}) {
+		fmt.Fprintf(w, "copy transactions: %d committed, %d aborted, %d unknown; %d inputs copied\n", t.Committed, t.Aborted, t.Unknown, st.Copied)
+	}
 	fmt.Fprintf(w, "longest wait for an acknowledgement: %.1f ms", st.LongestAckGapMillis)
 	if st.LongestPartitionAckGapMillis > 0 {
 		fmt.Fprintf(w, "; in one partition: %.1f ms (partition %d)", st.LongestPartitionAckGapMillis, st.LongestAckGapPartition)

@@ -53,6 +53,17 @@ type Config struct {
 	// idempotent producer, which needs acks=all.
 	Acks       kgo.Acks
 	Idempotent bool
+	// Transactional makes the run transactional (see txn.go): the
+	// producers send in transactions and commit or abort them, every
+	// consumer reads committed records only, and the group consumers are
+	// a copy stage into the output topic <topic>-out. It needs acks=all.
+	Transactional bool
+	// AbortRate is the fraction of transactions the producers abort on
+	// purpose; default 0.2 (1 aborts them all).
+	AbortRate float64
+	// TxnRecords is the most records a producer's transaction holds (each
+	// holds 1 to TxnRecords); default 10.
+	TxnRecords int
 	// DeliveryTimeout is how long a record may wait for its
 	// acknowledgement before the producer fails it; default 30 s.
 	DeliveryTimeout time.Duration
@@ -98,6 +109,12 @@ func (c *Config) setDefaults() error {
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = 10 * time.Second
 	}
+	if c.Transactional && c.AbortRate == 0 {
+		c.AbortRate = 0.2
+	}
+	if c.TxnRecords == 0 {
+		c.TxnRecords = 10
+	}
 	switch {
 	case c.Partitions < 1:
 		return fmt.Errorf("%w: partitions must be at least 1, not %d", ErrConfig, c.Partitions)
@@ -109,6 +126,10 @@ func (c *Config) setDefaults() error {
 		return fmt.Errorf("%w: records, duration, rate and replication factor must not be negative", ErrConfig)
 	case c.Idempotent && c.Acks != kgo.AllISRAcks():
 		return fmt.Errorf("%w: the idempotent producer needs acks=all", ErrConfig)
+	case c.Transactional && c.Acks != kgo.AllISRAcks():
+		return fmt.Errorf("%w: the transactional producer needs acks=all", ErrConfig)
+	case c.AbortRate < 0 || c.AbortRate > 1 || c.TxnRecords < 1:
+		return fmt.Errorf("%w: the abort rate must be within 0 to 1, and a transaction hold at least 1 record", ErrConfig)
 	}
 	return nil
 }
@@ -124,8 +145,13 @@ func Verify(ctx context.Context, cfg Config) (*History, *Result, error) {
 	res := Check(h)
 	if res.Valid && !cfg.KeepTopic {
 		r := runner{cfg: cfg}
-		if err := r.deleteTopic(context.WithoutCancel(ctx), h.Topic); err != nil {
-			res.Warnings = append(res.Warnings, err.Error())
+		for _, topic := range []string{h.Topic, h.OutputTopic} {
+			if topic == "" {
+				continue
+			}
+			if err := r.deleteTopic(context.WithoutCancel(ctx), topic); err != nil {
+				res.Warnings = append(res.Warnings, err.Error())
+			}
 		}
 	}
 	return h, res, nil
@@ -133,11 +159,13 @@ func Verify(ctx context.Context, cfg Config) (*History, *Result, error) {
 
 // runner is one run's state.
 type runner struct {
-	cfg      Config
-	run      string
-	topic    string
-	start    time.Time
-	counters counters
+	cfg   Config
+	run   string
+	topic string
+	// outputTopic is the copy stage's (transactional runs).
+	outputTopic string
+	start       time.Time
+	counters    counters
 	// progressMu serializes the writes to cfg.Progress: the progress
 	// line's goroutine and say, from any goroutine.
 	progressMu sync.Mutex
@@ -176,13 +204,21 @@ func Run(ctx context.Context, cfg Config) (*History, error) {
 	if r.topic == "" {
 		r.topic = "strata-verify-" + r.run
 	}
-	rf, err := r.createTopic(ctx)
+	h := &History{Run: r.run, Topic: r.topic, Partitions: cfg.Partitions, Transactional: cfg.Transactional}
+	if cfg.Transactional {
+		r.outputTopic = r.topic + "-out"
+		h.OutputTopic = r.outputTopic
+		if _, err := r.createTopic(ctx, r.outputTopic); err != nil {
+			return nil, err
+		}
+	}
+	rf, err := r.createTopic(ctx, r.topic)
 	if err != nil {
 		return nil, err
 	}
 	r.cfg.ReplicationFactor = rf
+	h.ReplicationFactor = rf
 	r.say("topic %s: %d partitions, replication factor %d", r.topic, cfg.Partitions, rf)
-	h := &History{Run: r.run, Topic: r.topic, Partitions: cfg.Partitions, ReplicationFactor: rf}
 	r.start = time.Now()
 
 	stopProgress := r.progress()
@@ -205,9 +241,21 @@ func Run(ctx context.Context, cfg Config) (*History, error) {
 		consumers = append(consumers, c)
 	}
 	group := "strata-verify-" + r.run
+	stage := &copyStage{past: map[int32]int64{}}
+	copyCtx, stopCopiers := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopCopiers()
+	var copiers sync.WaitGroup
 	for i := range cfg.GroupConsumers {
-		c, err := r.startGroup(consumeCtx, &cwg, fmt.Sprintf("group-%d", i), group)
+		var c *consumerLog
+		var err error
+		if cfg.Transactional {
+			c, err = r.startCopier(copyCtx, &copiers, i, group, stage)
+		} else {
+			c, err = r.startGroup(consumeCtx, &cwg, fmt.Sprintf("group-%d", i), group)
+		}
 		if err != nil {
+			stopCopiers()
+			copiers.Wait()
 			return fail(err)
 		}
 		consumers = append(consumers, c)
@@ -219,22 +267,40 @@ func Run(ctx context.Context, cfg Config) (*History, error) {
 		produceCtx, cancel = context.WithTimeout(ctx, cfg.Duration)
 		defer cancel()
 	}
-	logs, err := r.produceAll(produceCtx)
-	for _, l := range logs {
-		h.Sends = append(h.Sends, l.sends...)
+	if cfg.Transactional {
+		var logs []*txnLog
+		logs, err = r.produceTxnAll(produceCtx)
+		for _, l := range logs {
+			h.Sends = append(h.Sends, l.sends...)
+			h.Txns = append(h.Txns, l.txns...)
+		}
+	} else {
+		var logs []*producerLog
+		logs, err = r.produceAll(produceCtx)
+		for _, l := range logs {
+			h.Sends = append(h.Sends, l.sends...)
+		}
 	}
 	if err != nil {
+		stopCopiers()
+		copiers.Wait()
 		return fail(err)
 	}
 
 	post := context.WithoutCancel(ctx)
-	starts, ends, err := r.offsets(post)
+	starts, ends, err := r.offsets(post, r.topic)
 	if err != nil {
 		h.Warnings = append(h.Warnings, fmt.Sprintf("no final read: %v", err))
 	} else {
 		r.say("waiting up to %s for the consumers to catch up", cfg.DrainTimeout)
 		r.drain(consumers, starts, ends)
+		if cfg.Transactional && cfg.GroupConsumers > 0 {
+			r.drainCopies(stage, h)
+		}
 	}
+	stopCopiers()
+	copiers.Wait()
+	h.Copies = stage.snapshot()
 	stopConsumers()
 	cwg.Wait()
 	for _, c := range consumers {
@@ -242,16 +308,55 @@ func Run(ctx context.Context, cfg Config) (*History, error) {
 	}
 	if err == nil {
 		r.say("reading every partition from its start to its end")
-		final, reads, ferr := r.finalRead(post, starts, ends)
-		if ferr != nil {
-			h.Warnings = append(h.Warnings, fmt.Sprintf("final read: %v", ferr))
+		r.readFinal(post, h, r.topic, starts, ends)
+	}
+	if err == nil && cfg.Transactional {
+		if starts, ends, err := r.offsets(post, r.outputTopic); err != nil {
+			h.Warnings = append(h.Warnings, fmt.Sprintf("no final read of %s: %v", r.outputTopic, err))
+		} else {
+			r.readFinal(post, h, r.outputTopic, starts, ends)
 		}
-		if final != nil {
-			h.Consumers = append(h.Consumers, final.consumer())
-		}
-		h.Final = reads
 	}
 	return h, nil
+}
+
+// readFinal reads topic from starts to ends into h.
+func (r *runner) readFinal(ctx context.Context, h *History, topic string, starts, ends map[int32]int64) {
+	final, reads, err := r.finalRead(ctx, topic, starts, ends)
+	if err != nil {
+		h.Warnings = append(h.Warnings, fmt.Sprintf("final read of %s: %v", topic, err))
+	}
+	if final != nil {
+		h.Consumers = append(h.Consumers, final.consumer())
+	}
+	h.Final = append(h.Final, reads...)
+}
+
+// drainCopies waits, up to DrainTimeout, until the copy stage has
+// committed copies up to every partition's last record of a committed
+// transaction.
+func (r *runner) drainCopies(stage *copyStage, h *History) {
+	committed := map[txnKey]bool{}
+	for _, t := range h.Txns {
+		if t.Outcome == OutcomeCommitted {
+			committed[txnKey{t.Producer, t.ID}] = true
+		}
+	}
+	last := map[int32]int64{}
+	for _, s := range h.Sends {
+		if s.Acked && committed[txnKey{s.Producer, s.Txn}] {
+			last[s.Partition] = max(last[s.Partition], s.Offset)
+		}
+	}
+	r.say("waiting up to %s for the copy stage to catch up", r.cfg.DrainTimeout)
+	deadline := time.Now().Add(r.cfg.DrainTimeout)
+	for !stage.caughtUp(last) {
+		if time.Now().After(deadline) {
+			r.say("the copy stage had not caught up after %s", r.cfg.DrainTimeout)
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func newRunID() string {
@@ -262,7 +367,7 @@ func newRunID() string {
 
 // createTopic creates the run's topic and waits until every partition has
 // a leader; it returns the replication factor used.
-func (r *runner) createTopic(ctx context.Context) (int16, error) {
+func (r *runner) createTopic(ctx context.Context, topic string) (int16, error) {
 	cl, err := r.client()
 	if err != nil {
 		return 0, err
@@ -285,30 +390,30 @@ func (r *runner) createTopic(ctx context.Context) (int16, error) {
 		two := "2"
 		configs["min.insync.replicas"] = &two
 	}
-	resp, err := adm.CreateTopic(rctx, r.cfg.Partitions, rf, configs, r.topic)
+	resp, err := adm.CreateTopic(rctx, r.cfg.Partitions, rf, configs, topic)
 	if err == nil {
 		err = resp.Err
 	}
 	if errors.Is(err, kerr.TopicAlreadyExists) {
-		return 0, fmt.Errorf("verify: topic %s exists; verify needs a topic of its own", r.topic)
+		return 0, fmt.Errorf("verify: topic %s exists; verify needs a topic of its own", topic)
 	}
 	if err != nil {
 		msg := ""
 		if resp.ErrMessage != "" {
 			msg = " (" + resp.ErrMessage + ")"
 		}
-		return 0, fmt.Errorf("verify: creating topic %s: %w%s", r.topic, err, msg)
+		return 0, fmt.Errorf("verify: creating topic %s: %w%s", topic, err, msg)
 	}
 	for {
-		md, err := adm.ListTopics(rctx, r.topic)
+		md, err := adm.ListTopics(rctx, topic)
 		if err == nil {
-			if d, ok := md[r.topic]; ok && d.Err == nil && len(d.Partitions) == int(r.cfg.Partitions) && allLed(d) {
+			if d, ok := md[topic]; ok && d.Err == nil && len(d.Partitions) == int(r.cfg.Partitions) && allLed(d) {
 				return rf, nil
 			}
 		}
 		select {
 		case <-rctx.Done():
-			return 0, fmt.Errorf("verify: topic %s created, but its partitions have no leaders after %s", r.topic, r.cfg.RequestTimeout)
+			return 0, fmt.Errorf("verify: topic %s created, but its partitions have no leaders after %s", topic, r.cfg.RequestTimeout)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -342,7 +447,7 @@ func (r *runner) deleteTopic(ctx context.Context, topic string) error {
 }
 
 // offsets lists every partition's start and end offsets.
-func (r *runner) offsets(ctx context.Context) (starts, ends map[int32]int64, err error) {
+func (r *runner) offsets(ctx context.Context, topic string) (starts, ends map[int32]int64, err error) {
 	cl, err := r.client()
 	if err != nil {
 		return nil, nil, err
@@ -352,7 +457,7 @@ func (r *runner) offsets(ctx context.Context) (starts, ends map[int32]int64, err
 	rctx, cancel := context.WithTimeout(ctx, r.cfg.RequestTimeout)
 	defer cancel()
 	collect := func(list func(context.Context, ...string) (kadm.ListedOffsets, error)) (map[int32]int64, error) {
-		lo, err := list(rctx, r.topic)
+		lo, err := list(rctx, topic)
 		if err == nil {
 			err = lo.Error()
 		}

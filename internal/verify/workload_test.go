@@ -145,3 +145,86 @@ func TestVerifyKfake(t *testing.T) {
 	h, res := runVerify(t, cfg)
 	requireValid(t, h, res, int(cfg.Records))
 }
+
+// txnRun is smallRun made transactional: the group consumers are the
+// copy stage.
+func txnRun(brokers ...string) verify.Config {
+	cfg := smallRun(brokers...)
+	cfg.Transactional = true
+	cfg.Records = 2000
+	cfg.AbortRate = 0.3
+	return cfg
+}
+
+// requireValidTxn checks a transactional run that must find nothing, and
+// that it really looked: transactions both committed and aborted, every
+// record of a committed transaction read by the final read, and every one
+// copied once into the output, which the output's final read read to its
+// end.
+func requireValidTxn(t *testing.T, h *verify.History, res *verify.Result) {
+	t.Helper()
+	var report bytes.Buffer
+	res.WriteText(&report)
+	if !res.Valid || len(res.Warnings) > 0 {
+		t.Fatalf("run not valid:\n%s", report.String())
+	}
+	t.Logf("verdict:\n%s", report.String())
+	st := res.Stats
+	if st.Txns.Committed == 0 || st.Txns.Aborted == 0 || st.Txns.Unknown != 0 || st.Copies.Committed == 0 {
+		t.Fatalf("transactions %+v, copy transactions %+v: want some committed and aborted, none unknown\n%s", st.Txns, st.Copies, report.String())
+	}
+	committed := map[string]bool{}
+	outcome := map[[2]int64]string{}
+	for _, tx := range h.Txns {
+		outcome[[2]int64{int64(tx.Producer), tx.ID}] = tx.Outcome
+	}
+	for _, s := range h.Sends {
+		if outcome[[2]int64{int64(s.Producer), s.Txn}] == verify.OutcomeCommitted {
+			committed[s.Value] = true
+		}
+	}
+	finalIn, finalOut := map[string]bool{}, map[string]bool{}
+	for _, c := range h.Consumers {
+		if c.Kind != verify.KindFinal {
+			continue
+		}
+		for _, e := range c.Events {
+			if e.Type != verify.EventPoll {
+				continue
+			}
+			if c.Topic == h.OutputTopic {
+				finalOut[e.Value] = true
+			} else {
+				finalIn[e.Value] = true
+			}
+		}
+	}
+	if len(committed) == 0 || len(finalIn) != len(committed) || len(finalOut) != len(committed) || st.Copied != len(committed) {
+		t.Fatalf("%d records committed; the final read read %d, the output's %d, the copy stage copied %d\n%s",
+			len(committed), len(finalIn), len(finalOut), st.Copied, report.String())
+	}
+	for _, f := range h.Final {
+		if !f.Reached {
+			t.Errorf("final read of %q partition %d did not reach its end: %+v", f.Topic, f.Partition, f)
+		}
+	}
+}
+
+// TestVerifyTransactionalStrata: the transactional mode against one
+// Strata node, nothing broken.
+func TestVerifyTransactionalStrata(t *testing.T) {
+	n := startStrata(t, nil)
+	h, res := runVerify(t, txnRun(n.Addr()))
+	requireValidTxn(t, h, res)
+}
+
+// TestVerifyTransactionalKfake: the same against kfake.
+func TestVerifyTransactionalKfake(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	h, res := runVerify(t, txnRun(c.ListenAddrs()...))
+	requireValidTxn(t, h, res)
+}
