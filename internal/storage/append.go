@@ -177,7 +177,7 @@ func (l *Log) appendLocked(batches []byte, headers []record.Header, opts AppendO
 		return info, fmt.Errorf("%w: %d bytes in one append exceed segment.bytes %d", ErrRecordListTooLarge, info.Bytes, cfg.SegmentBytes)
 	}
 
-	active := l.segments[len(l.segments)-1]
+	active := l.mu.segments[len(l.mu.segments)-1]
 	if active.shouldRoll(cfg, &info, l.now) {
 		// The new segment starts at the log end, so that recovery can tell
 		// a lost segment tail from a legitimate gap: only offsets that
@@ -272,8 +272,8 @@ func (s *segment) shouldRoll(cfg *Config, info *AppendInfo, now func() time.Time
 // only asks for: the append does not wait for an fsync. l.appendMu must be
 // held.
 func (l *Log) roll(baseOffset int64, cfg *Config) (*segment, error) {
-	old := l.segments[len(l.segments)-1]
-	s, err := createSegment(l.fs, l.dir, baseOffset, cfg, l.now())
+	old := l.mu.segments[len(l.mu.segments)-1]
+	s, err := createSegment(l.fs, l.mu.dir, baseOffset, cfg, l.now())
 	if err != nil {
 		return nil, l.fail("rolling", err)
 	}
@@ -283,7 +283,7 @@ func (l *Log) roll(baseOffset int64, cfg *Config) (*segment, error) {
 	}
 	l.unflushedDir.Store(true)
 	l.mu.Lock()
-	l.segments = append(slices.Clip(l.segments), s)
+	l.mu.segments = append(slices.Clip(l.mu.segments), s)
 	l.mu.Unlock()
 	l.logger.Info("rolled segment", "base_offset", baseOffset, "previous_base_offset", old.baseOffset,
 		"previous_size", old.size.Load())

@@ -164,7 +164,7 @@ func newCleanState(l *Log, now time.Time) cleanState {
 	// The truncation count first: a truncation after it shows at the swap.
 	c := cleanState{log: l, truncations: l.cleaner.truncations.Load()}
 	l.mu.RLock()
-	c.segs, c.dir = l.segments, l.dir
+	c.segs, c.dir = l.mu.segments, l.mu.dir
 	l.mu.RUnlock()
 	logStart, leo := l.logStartOffset.Load(), l.logEndOffset.Load()
 	c.FirstDirtyOffset = l.cleaner.checkpoint.Load()
@@ -322,7 +322,7 @@ func (c *cleanState) usable() error {
 	}
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	if l.closed || l.deleted {
+	if l.mu.closed || l.mu.deleted {
 		return fmt.Errorf("%w: %w: %s", errCleanAborted, ErrClosed, l)
 	}
 	return nil

@@ -201,10 +201,10 @@ func (c *cleanState) swapIn(group []*segment, ns *segment, names [3]string, disc
 	}
 	l.commit.syncMu.Lock()
 	l.mu.Lock()
-	segs := l.segments
+	segs := l.mu.segments
 	next := make([]*segment, 0, len(segs)-len(group)+1)
 	next = append(append(append(next, segs[:i]...), ns), segs[i+len(group):]...)
-	l.segments = next
+	l.mu.segments = next
 	l.mu.Unlock()
 	err := l.deletes.retire(group)
 	for _, j := range [...]int{1, 2, 0} {
@@ -237,10 +237,10 @@ func (c *cleanState) liveGroupLocked(group []*segment) (int, bool) {
 	}
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	if l.dir != c.dir {
+	if l.mu.dir != c.dir {
 		return -1, false
 	}
-	segs := l.segments
+	segs := l.mu.segments
 	i := slices.Index(segs, group[0])
 	if i < 0 || i+len(group) >= len(segs) {
 		return -1, false

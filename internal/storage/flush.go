@@ -176,7 +176,7 @@ func (l *Log) flushLocked(rolledOnly bool) error {
 	recoveryPoint := l.recoveryPoint.Load()
 	syncDir := l.unflushedDir.Swap(false)
 	l.mu.RLock()
-	segs, dir, closed := l.segments, l.dir, l.closed
+	segs, dir, closed := l.mu.segments, l.mu.dir, l.mu.closed
 	l.mu.RUnlock()
 	if closed {
 		return fmt.Errorf("%w: %s", ErrClosed, l)

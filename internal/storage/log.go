@@ -78,15 +78,22 @@ type Log struct {
 	// commit is the log's group commit (flush.go).
 	commit groupCommit
 
-	mu       sync.RWMutex
-	dir      string
-	segments []*segment // by base offset; the last is active; replaced, never edited in place
-	epochs   epochCache
-	// epochsDirty is set when the cache holds an entry its file does not
-	// (assigned on an empty log); the next append writes the file first.
-	epochsDirty bool
-	closed      bool
-	deleted     bool // by the Manager: the directory was renamed *-delete
+	// mu guards the log's shape: held only briefly, never across I/O but
+	// the rename of a deleted log's directory (markDeleted). Every field is
+	// written under appendMu as well, so a holder of appendMu may read
+	// them without mu.
+	mu struct {
+		sync.RWMutex
+		dir      string
+		segments []*segment // by base offset; the last is active; replaced, never edited in place
+		epochs   epochCache
+		// epochsDirty is set when the cache holds an entry its file does
+		// not (assigned on an empty log); the next append writes the
+		// file first.
+		epochsDirty bool
+		closed      bool
+		deleted     bool // by the Manager: the directory was renamed *-delete
+	}
 
 	logEndOffset   atomic.Int64
 	logStartOffset atomic.Int64 // written under mu and appendMu
@@ -142,9 +149,10 @@ func OpenLog(fs vfs.FS, dir string, cfg Config, opts LogOptions) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Log{fs: fs, topic: tp.Topic, partition: tp.Partition, dir: dir, logger: opts.Logger, now: opts.Now,
+	l := &Log{fs: fs, topic: tp.Topic, partition: tp.Partition, logger: opts.Logger, now: opts.Now,
 		budget: opts.DecompressionBudget, summarized: opts.summarized,
 		rolled: opts.rolled}
+	l.mu.dir = dir
 	if l.budget == nil {
 		l.budget = record.DefaultBudget
 	}
@@ -180,7 +188,7 @@ func OpenLog(fs vfs.FS, dir string, cfg Config, opts LogOptions) (*Log, error) {
 		l.unflushedParent.Store(true)
 	}
 	if err := l.load(opts); err != nil {
-		for _, s := range l.segments {
+		for _, s := range l.mu.segments {
 			s.close()
 		}
 		return nil, fmt.Errorf("storage: opening %s: %w", dir, err)
@@ -200,7 +208,7 @@ func (l *Log) Partition() int32 { return l.partition }
 func (l *Log) Dir() string {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	return l.dir
+	return l.mu.dir
 }
 
 func (l *Log) String() string { return fmt.Sprintf("%s-%d", l.topic, l.partition) }
@@ -253,7 +261,7 @@ func (l *Log) RecoveryPoint() int64 { return l.recoveryPoint.Load() }
 func (l *Log) segmentList() []*segment {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	return l.segments
+	return l.mu.segments
 }
 
 // Size returns the bytes held by the log's segments.
@@ -310,7 +318,7 @@ func (l *Log) writable() error {
 	}
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	if l.closed || l.deleted {
+	if l.mu.closed || l.mu.deleted {
 		return fmt.Errorf("%w: %s", ErrClosed, l)
 	}
 	return nil
@@ -333,18 +341,18 @@ func (l *Log) Close() error {
 	l.commit.syncMu.Lock()
 	defer l.commit.syncMu.Unlock()
 	l.mu.Lock()
-	if l.closed {
+	if l.mu.closed {
 		l.mu.Unlock()
 		return nil
 	}
-	l.closed = true
-	segs, deleted := l.segments, l.deleted
+	l.mu.closed = true
+	segs, deleted := l.mu.segments, l.mu.deleted
 	l.mu.Unlock()
 
 	var errs []error
 	live := !deleted && l.Offline() == nil
 	if live {
-		errs = append(errs, l.snapshots.sync(l.dir))
+		errs = append(errs, l.snapshots.sync(l.mu.dir))
 	}
 	if len(segs) > 0 && live {
 		active := segs[len(segs)-1]
@@ -365,14 +373,14 @@ func (l *Log) Close() error {
 func (l *Log) Epochs() []EpochEntry {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	return append([]EpochEntry(nil), l.epochs.entries...)
+	return append([]EpochEntry(nil), l.mu.epochs.entries...)
 }
 
 // LatestEpoch returns the latest leader epoch in the cache.
 func (l *Log) LatestEpoch() (int32, bool) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	return l.epochs.latest()
+	return l.mu.epochs.latest()
 }
 
 // EndOffsetForEpoch answers OffsetForLeaderEpoch with Kafka's semantics
@@ -383,7 +391,7 @@ func (l *Log) EndOffsetForEpoch(epoch int32) (epochOut int32, endOffset int64) {
 	leo := l.logEndOffset.Load()
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	return l.epochs.endOffsetFor(epoch, leo)
+	return l.mu.epochs.endOffsetFor(epoch, leo)
 }
 
 // AssignEpoch records that epoch starts at startOffset (a new leader does
@@ -403,8 +411,8 @@ func (l *Log) AssignEpoch(epoch int32, startOffset int64) error {
 		// follows it, and the first append writes the file before its
 		// data. Creating a thousand partitions then costs no fsync here.
 		l.mu.Lock()
-		if l.epochs.assign(epoch, startOffset) {
-			l.epochsDirty = true
+		if l.mu.epochs.assign(epoch, startOffset) {
+			l.mu.epochsDirty = true
 		}
 		l.mu.Unlock()
 		return nil
@@ -415,7 +423,7 @@ func (l *Log) AssignEpoch(epoch int32, startOffset int64) error {
 // assignEpochLocked updates the cache and its file. l.appendMu must be held.
 func (l *Log) assignEpochLocked(epoch int32, startOffset int64) error {
 	l.mu.Lock()
-	changed := l.epochs.assign(epoch, startOffset) || l.epochsDirty
+	changed := l.mu.epochs.assign(epoch, startOffset) || l.mu.epochsDirty
 	l.mu.Unlock()
 	if !changed {
 		return nil
@@ -428,9 +436,9 @@ func (l *Log) assignEpochLocked(epoch int32, startOffset int64) error {
 // with the log.
 func (l *Log) writeEpochsLocked() error {
 	l.mu.Lock()
-	data := l.epochs.encode()
-	dir := l.dir
-	l.epochsDirty = false
+	data := l.mu.epochs.encode()
+	dir := l.mu.dir
+	l.mu.epochsDirty = false
 	l.mu.Unlock()
 	if err := vfs.WriteFileAtomic(l.fs, filepath.Join(dir, LeaderEpochCheckpointFile), data); err != nil {
 		return l.fail("writing leader-epoch-checkpoint", err)

@@ -605,11 +605,11 @@ func (l *Log) markDeleted(rename func(oldDir string) error, newDir string) error
 	defer l.commit.syncMu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if err := rename(l.dir); err != nil {
+	if err := rename(l.mu.dir); err != nil {
 		return err
 	}
-	l.dir = newDir
-	l.deleted = true
+	l.mu.dir = newDir
+	l.mu.deleted = true
 	return nil
 }
 

@@ -66,7 +66,7 @@ func (l *Log) Read(offset int64, maxBytes int, maxOffset int64, minOneBatch bool
 	empty := ReadResult{FirstBatchOffset: -1}
 	leo := l.logEndOffset.Load()
 	l.mu.RLock()
-	segs := l.segments
+	segs := l.mu.segments
 	l.mu.RUnlock()
 	if start := l.logStartOffset.Load(); offset < start || offset > leo {
 		return empty, fmt.Errorf("%w: offset %d not in [%d, %d] of %s", ErrOffsetOutOfRange, offset, start, leo, l)
@@ -200,7 +200,7 @@ func (l *Log) ReadBatches(from int64, maxBytes int, fn func(h record.Header, bat
 func (l *Log) ScanBatchHeaders(from int64, fn func(h record.Header, pos int64) bool) error {
 	leo := l.logEndOffset.Load()
 	l.mu.RLock()
-	segs := l.segments
+	segs := l.mu.segments
 	l.mu.RUnlock()
 	from = max(from, l.logStartOffset.Load())
 	sc := scannerPool.Get().(*headerScanner)

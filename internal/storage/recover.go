@@ -68,7 +68,7 @@ func parseOffsetName(name, suffix string) (int64, bool) {
 	return n, err == nil && n >= 0
 }
 
-// load opens the segments in l.dir and recovers them (see logLoader).
+// load opens the segments in l.mu.dir and recovers them (see logLoader).
 // Nothing else has the log yet, so no locks are needed.
 func (l *Log) load(opts LogOptions) error {
 	start := time.Now()
@@ -129,11 +129,11 @@ func (ld *logLoader) corruption(msg string, attrs ...any) {
 // the leader-epoch checkpoint.
 func (ld *logLoader) listDir() error {
 	l := ld.log
-	names, err := l.fs.List(l.dir)
+	names, err := l.fs.List(l.mu.dir)
 	if err != nil {
 		return err
 	}
-	swapped, names, dirChanged, err := finishSwaps(l.fs, l.dir, l.logger, names)
+	swapped, names, dirChanged, err := finishSwaps(l.fs, l.mu.dir, l.logger, names)
 	if err != nil {
 		return fmt.Errorf("finishing an interrupted cleaning: %w", err)
 	}
@@ -143,7 +143,7 @@ func (ld *logLoader) listDir() error {
 	ld.names, ld.swapped = names, swapped
 	present := map[string]bool{}
 	for _, name := range names {
-		path := filepath.Join(l.dir, name)
+		path := filepath.Join(l.mu.dir, name)
 		switch {
 		case strings.HasSuffix(name, deletedSuffix) || strings.HasSuffix(name, tmpSuffix):
 			// Leftovers of an interrupted deletion or checkpoint write.
@@ -168,18 +168,18 @@ func (ld *logLoader) listDir() error {
 	for _, name := range names {
 		for _, suf := range []string{indexSuffix, timeIndexSuffix} {
 			if b, ok := parseOffsetName(name, suf); ok && !present[segmentName(b)+logSuffix] {
-				if err := l.fs.Remove(filepath.Join(l.dir, name)); err != nil {
+				if err := l.fs.Remove(filepath.Join(l.mu.dir, name)); err != nil {
 					return err
 				}
 			}
 		}
 	}
 	if present[LeaderEpochCheckpointFile] {
-		data, err := vfs.ReadFile(l.fs, filepath.Join(l.dir, LeaderEpochCheckpointFile))
+		data, err := vfs.ReadFile(l.fs, filepath.Join(l.mu.dir, LeaderEpochCheckpointFile))
 		if err != nil {
 			return err
 		}
-		if l.epochs.entries, err = decodeEpochCheckpoint(LeaderEpochCheckpointFile, data); err != nil {
+		if l.mu.epochs.entries, err = decodeEpochCheckpoint(LeaderEpochCheckpointFile, data); err != nil {
 			return err
 		}
 	}
@@ -201,7 +201,7 @@ func (ld *logLoader) openSegments() error {
 	now := l.now()
 	ld.rebuild = make([]bool, len(bases))
 	for i, base := range bases {
-		s, err := openSegment(l.fs, l.dir, base, ld.cfg, now, i < ld.firstToRecover)
+		s, err := openSegment(l.fs, l.mu.dir, base, ld.cfg, now, i < ld.firstToRecover)
 		if errors.Is(err, errCorruptIndex) {
 			ld.corruption("rebuilding index", "segment", base, "reason", err)
 			ld.stats.corruptIndex = true
@@ -210,14 +210,14 @@ func (ld *logLoader) openSegments() error {
 			return err
 		}
 		ld.rebuild[i] = ld.rebuild[i] || ld.swapped[base]
-		l.segments = append(l.segments, s)
+		l.mu.segments = append(l.mu.segments, s)
 	}
-	if len(l.segments) == 0 {
-		s, err := createSegment(l.fs, l.dir, max(opts.LogStartOffset, 0), ld.cfg, now)
+	if len(l.mu.segments) == 0 {
+		s, err := createSegment(l.fs, l.mu.dir, max(opts.LogStartOffset, 0), ld.cfg, now)
 		if err != nil {
 			return err
 		}
-		l.segments = []*segment{s}
+		l.mu.segments = []*segment{s}
 		ld.rebuild = []bool{false}
 		ld.firstToRecover = 1
 		l.unflushedDir.Store(true)
@@ -230,10 +230,10 @@ func (ld *logLoader) openSegments() error {
 // segment tail is dropped.
 func (ld *logLoader) recoverSegments() error {
 	l, stats := ld.log, ld.stats
-	ld.recovered = make([]bool, len(l.segments))
-	for i := 0; i < len(l.segments); i++ {
-		s := l.segments[i]
-		last := i == len(l.segments)-1
+	ld.recovered = make([]bool, len(l.mu.segments))
+	for i := 0; i < len(l.mu.segments); i++ {
+		s := l.mu.segments[i]
+		last := i == len(l.mu.segments)-1
 		if i < ld.firstToRecover && !ld.rebuild[i] {
 			if !last {
 				continue
@@ -256,26 +256,26 @@ func (ld *logLoader) recoverSegments() error {
 		ld.recovered[i] = true
 		ld.rebuild[i] = stats.indexesRebuilt > rebuiltBefore
 		if !bad && !last {
-			if why := checkBoundary(s, l.segments[i+1]); why != "" {
+			if why := checkBoundary(s, l.mu.segments[i+1]); why != "" {
 				ld.corruption("dropping segments after a lost segment tail", "segment", s.baseOffset,
-					"next_segment", l.segments[i+1].baseOffset, "reason", why)
+					"next_segment", l.mu.segments[i+1].baseOffset, "reason", why)
 				stats.lostSegments = true
 				bad = true
 			}
 		}
 		if bad && !last {
 			// Everything after a corrupt batch is suspect.
-			for _, later := range l.segments[i+1:] {
+			for _, later := range l.mu.segments[i+1:] {
 				stats.segmentsDropped++
 				stats.bytesTruncated += later.size.Load()
 				later.close()
-				for _, p := range later.paths(l.dir) {
+				for _, p := range later.paths(l.mu.dir) {
 					if err := l.fs.Remove(p); err != nil {
 						return err
 					}
 				}
 			}
-			l.segments = l.segments[:i+1]
+			l.mu.segments = l.mu.segments[:i+1]
 			ld.recovered = ld.recovered[:i+1]
 			l.unflushedDir.Store(true)
 		}
@@ -287,8 +287,8 @@ func (ld *logLoader) recoverSegments() error {
 // recovery checked for the next flush.
 func (ld *logLoader) settleSegments() error {
 	l := ld.log
-	active := l.segments[len(l.segments)-1]
-	for i, s := range l.segments {
+	active := l.mu.segments[len(l.mu.segments)-1]
+	for i, s := range l.mu.segments {
 		if ld.recovered[i] && s != active {
 			if err := s.becomeInactive(); err != nil {
 				return err
@@ -302,7 +302,7 @@ func (ld *logLoader) settleSegments() error {
 	// recovery rebuilt (indexes found corrupt, segments of an interrupted
 	// cleaning, rare both) and the removal of dropped segments are made
 	// durable now: a flush would not reach them below the recovery point.
-	for i, s := range l.segments {
+	for i, s := range l.mu.segments {
 		if ld.recovered[i] {
 			s.dirtyLog.Store(true)
 			s.dirtyIndex.Store(s != active)
@@ -314,7 +314,7 @@ func (ld *logLoader) settleSegments() error {
 		}
 	}
 	if ld.stats.segmentsDropped > 0 {
-		if err := vfs.SyncDir(l.fs, l.dir); err != nil {
+		if err := vfs.SyncDir(l.fs, l.mu.dir); err != nil {
 			return err
 		}
 	}
@@ -326,13 +326,13 @@ func (ld *logLoader) settleSegments() error {
 // snapshots and the aborted-transaction index to them.
 func (ld *logLoader) setBounds() error {
 	l, opts := ld.log, ld.opts
-	leo := l.segments[len(l.segments)-1].nextOffset
-	logStart := max(opts.LogStartOffset, l.segments[0].baseOffset)
+	leo := l.mu.segments[len(l.mu.segments)-1].nextOffset
+	logStart := max(opts.LogStartOffset, l.mu.segments[0].baseOffset)
 	l.logEndOffset.Store(leo)
 	l.logStartOffset.Store(min(logStart, leo))
 	recoveryPoint := leo
 	if !opts.CleanShutdown {
-		recoveryPoint = min(max(opts.RecoveryPoint, l.segments[0].baseOffset), leo)
+		recoveryPoint = min(max(opts.RecoveryPoint, l.mu.segments[0].baseOffset), leo)
 	}
 	l.recoveryPoint.Store(recoveryPoint)
 	if logStart > leo {
@@ -345,12 +345,12 @@ func (ld *logLoader) setBounds() error {
 	// An epoch that starts at the log end (a leader elected that wrote
 	// nothing yet) is kept: it still describes the log, and dropping it
 	// would cost a rewrite now and another when the leader is elected again.
-	if l.epochs.truncateFromEnd(leo+1) || l.epochs.truncateFromStart(l.logStartOffset.Load()) {
-		if err := vfs.WriteFileAtomic(l.fs, filepath.Join(l.dir, LeaderEpochCheckpointFile), l.epochs.encode()); err != nil {
+	if l.mu.epochs.truncateFromEnd(leo+1) || l.mu.epochs.truncateFromStart(l.logStartOffset.Load()) {
+		if err := vfs.WriteFileAtomic(l.fs, filepath.Join(l.mu.dir, LeaderEpochCheckpointFile), l.mu.epochs.encode()); err != nil {
 			return err
 		}
 	}
-	if err := l.snapshots.deleteLocked(l.dir, func(o int64) bool { return o > leo }); err != nil {
+	if err := l.snapshots.deleteLocked(l.mu.dir, func(o int64) bool { return o > leo }); err != nil {
 		return err
 	}
 	// The .txnindex entries of a recovered segment may be missing (never
@@ -359,7 +359,7 @@ func (ld *logLoader) setBounds() error {
 	// as durable as the segments (Flush syncs them).
 	l.txns.suspectFrom = leo
 	ld.stats.recoveredFrom = -1
-	for i, s := range l.segments {
+	for i, s := range l.mu.segments {
 		if ld.recovered[i] {
 			l.txns.suspectFrom = s.baseOffset
 			ld.stats.recoveredFrom = s.baseOffset
@@ -375,7 +375,7 @@ func (ld *logLoader) setBounds() error {
 // report logs the opening: a debug line, or a line of what recovery did.
 func (ld *logLoader) report(took time.Duration) {
 	l, opts, stats := ld.log, ld.opts, ld.stats
-	attrs := []any{"segments", len(l.segments), "log_start_offset", l.logStartOffset.Load(),
+	attrs := []any{"segments", len(l.mu.segments), "log_start_offset", l.logStartOffset.Load(),
 		"log_end_offset", l.logEndOffset.Load(), "clean_shutdown", opts.CleanShutdown,
 		"duration", took.Round(time.Microsecond)}
 	if !opts.CleanShutdown {

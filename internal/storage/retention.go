@@ -20,15 +20,15 @@ func (l *Log) deletePrefixLocked(n int, reasons []string) error {
 	defer l.snapshots.fileMu.Unlock()
 	l.commit.syncMu.Lock()
 	defer l.commit.syncMu.Unlock()
-	segs := l.segments
+	segs := l.mu.segments
 	if n >= len(segs) {
 		panic("storage: deleting the active segment")
 	}
 	l.mu.Lock()
-	l.segments = slices.Clone(segs[n:])
+	l.mu.segments = slices.Clone(segs[n:])
 	newStart := max(l.logStartOffset.Load(), segs[n].baseOffset)
 	l.logStartOffset.Store(newStart)
-	epochsChanged := l.epochs.truncateFromStart(newStart)
+	epochsChanged := l.mu.epochs.truncateFromStart(newStart)
 	l.mu.Unlock()
 	for i, s := range segs[:n] {
 		l.logger.Info("deleting segment", "base_offset", s.baseOffset, "size", s.size.Load(), "reason", reasons[i],
@@ -62,7 +62,7 @@ func (l *Log) EnforceRetention(now time.Time) (deletedSegments int, err error) {
 		return 0, err
 	}
 	cfg := l.cfg.Load()
-	segs := l.segments
+	segs := l.mu.segments
 	var reasons []string
 	n := 0
 	if cfg.Delete && cfg.RetentionMs >= 0 {
@@ -127,14 +127,14 @@ func (l *Log) DeleteRecordsBefore(offset int64) (newLogStart int64, err error) {
 	}
 	l.mu.Lock()
 	l.logStartOffset.Store(offset)
-	epochsChanged := l.epochs.truncateFromStart(offset)
+	epochsChanged := l.mu.epochs.truncateFromStart(offset)
 	l.mu.Unlock()
 	if epochsChanged {
 		if err := l.writeEpochsLocked(); err != nil {
 			return offset, err
 		}
 	}
-	segs := l.segments
+	segs := l.mu.segments
 	n := 0
 	var reasons []string
 	for n < len(segs)-1 && segs[n+1].baseOffset <= offset {
@@ -176,7 +176,7 @@ func (l *Log) TruncateTo(offset int64) error {
 	l.commit.syncMu.Lock()
 	defer l.commit.syncMu.Unlock()
 
-	segs := l.segments
+	segs := l.mu.segments
 	i := floorSegment(segs, offset)
 	s := segs[i]
 	sc := scannerPool.Get().(*headerScanner)
@@ -210,12 +210,12 @@ func (l *Log) TruncateTo(offset int64) error {
 		l.cleaner.checkpoint.Store(newEnd)
 	}
 	l.mu.Lock()
-	l.segments = slices.Clone(segs[:i+1])
+	l.mu.segments = slices.Clone(segs[:i+1])
 	l.logEndOffset.Store(newEnd)
 	if l.recoveryPoint.Load() > newEnd {
 		l.recoveryPoint.Store(newEnd)
 	}
-	epochsChanged := l.epochs.truncateFromEnd(newEnd)
+	epochsChanged := l.mu.epochs.truncateFromEnd(newEnd)
 	l.mu.Unlock()
 	for _, r := range removed {
 		l.logger.Info("deleting segment", "base_offset", r.baseOffset, "size", r.size.Load(), "reason",
@@ -290,7 +290,7 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	defer l.snapshots.fileMu.Unlock()
 	l.commit.syncMu.Lock()
 	defer l.commit.syncMu.Unlock()
-	old := l.segments
+	old := l.mu.segments
 	l.cleaner.truncations.Add(1)
 	l.cleaner.checkpoint.Store(offset)
 	if err := l.deletes.retire(old); err != nil {
@@ -304,11 +304,11 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 		return l.fail("syncing directory", err)
 	}
 	l.mu.Lock()
-	l.segments = []*segment{s}
+	l.mu.segments = []*segment{s}
 	l.logEndOffset.Store(offset)
 	l.logStartOffset.Store(offset)
 	l.recoveryPoint.Store(offset)
-	l.epochs.entries = nil
+	l.mu.epochs.entries = nil
 	l.mu.Unlock()
 	l.logger.Info("truncated log fully", "offset", offset, "segments_removed", len(old))
 	if err := l.writeEpochsLocked(); err != nil {

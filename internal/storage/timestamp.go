@@ -16,7 +16,7 @@ import (
 func (l *Log) OffsetForTimestamp(ts int64) (offset int64, timestamp int64, ok bool) {
 	leo := l.logEndOffset.Load()
 	l.mu.RLock()
-	segs := l.segments
+	segs := l.mu.segments
 	l.mu.RUnlock()
 	logStart := l.logStartOffset.Load()
 	sc := scannerPool.Get().(*headerScanner)
@@ -56,7 +56,7 @@ func (l *Log) OffsetForTimestamp(ts int64) (offset int64, timestamp int64, ok bo
 // log without timestamps.
 func (l *Log) MaxTimestamp() (ts int64, offset int64) {
 	l.mu.RLock()
-	segs := l.segments
+	segs := l.mu.segments
 	l.mu.RUnlock()
 	var best *segment
 	bestTS, batchLast := int64(-1), int64(-1)
