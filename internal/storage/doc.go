@@ -201,26 +201,59 @@
 // # Concurrency and lock order
 //
 // A Log allows one appender at a time (callers serialize Append per
-// partition) and any number of concurrent readers and Flush callers. Locks,
+// partition) and any number of concurrent readers and Flush callers. Each
+// of its concerns is a type the Log owns, with its own lock: the cleaner's
+// state (cleanerState, cleaner.go), the producer snapshots
+// (ProducerSnapshots, snapshot.go), group commit (groupCommit, flush.go),
+// the aborted-transaction index (TxnIndex, txnindex.go) and the segment
+// deletion queue (deleteQueue, deletequeue.go). Every mutex of the package
+// is in the two tables below (a test checks them against the code). Locks,
 // always taken in this order:
 //
-//	Log.cleanMu    serializes cleanings; held across a cleaning's I/O, never
-//	               by anything else
-//	Log.appendMu   serializes mutations: Append, roll, truncation, retention,
-//	               DeleteRecordsBefore, epoch changes, Close, and a cleaning's
-//	               swap of a cleaned segment into the list (never its I/O)
-//	Log.snapshotMu producer snapshot files (WriteSnapshot runs beside Append)
-//	Log.flushMu    serializes fsyncs; held by the Flush round's leader, and
-//	               by anything that removes segments (no fsync runs on a
-//	               closing file)
-//	Log.mu         (RWMutex) the segment list, log start offset, epoch cache;
-//	               held only briefly, never across I/O except snapshots reads
-//	index.mu       (RWMutex) one index's entries and mapping
-//	Log.deleteMu   the queue of files awaiting delayed deletion
+//	cleanerState.running     (Log.cleaner) serializes cleanings; held across
+//	                         a cleaning's I/O, never by anything else
+//	Log.appendMu             serializes mutations: Append, roll, truncation,
+//	                         retention, DeleteRecordsBefore, epoch changes,
+//	                         Close, and a cleaning's swap of a cleaned segment
+//	                         into the list (never its I/O)
+//	ProducerSnapshots.fileMu (Log.snapshots) the snapshot files' changes
+//	                         (Write runs beside Append)
+//	groupCommit.syncMu       (Log.commit) serializes fsyncs; held by a Flush
+//	                         round's leader, and by anything that removes
+//	                         segments (no fsync runs on a closing file)
+//	TxnIndex.mu              (Log.txns) the aborted-transaction entries and
+//	                         the files a flush must sync; held across the
+//	                         .txnindex files' I/O
+//	Log.mu                   (RWMutex) the segment list, directory, epoch
+//	                         cache, closed and deleted; held only briefly,
+//	                         never across I/O but a deleted log's rename
 //
-// Log.commitMu (with its condition) coordinates group commit: Flush callers
-// wait on it for a round to end, never on flushMu; it is never held across
-// I/O or while taking another lock.
+// Leaves, taken under any of the above (or none), with no lock taken under
+// them and never two at once:
+//
+//	indexFile.mu             (RWMutex) one index's entries and mapping
+//	segment.statMu           one segment's max timestamp and its offset
+//	ProducerSnapshots.mu     the snapshot offsets, and those WriteRoll
+//	                         wrote unsynced
+//	groupCommit.mu           (with its condition) whether a Flush round
+//	                         runs: Flush callers wait on it for a round to
+//	                         end, never on syncMu; never held across I/O
+//	deleteQueue.mu           (Log.deletes) the retired segments waiting out
+//	                         file.delete.delay.ms
+//
+// The Manager's:
+//
+//	Manager.mu               (RWMutex) the map of logs; never held while a
+//	                         Log's locks are taken, except Log.mu through
+//	                         read-only accessors
+//	Manager.rollMu           the roll flusher's queue, a leaf; a roll takes
+//	                         it under Log.appendMu
+//	Manager.checkpointMu     serializes the checkpoint files' writes; held
+//	                         across their I/O, with no other lock held or
+//	                         taken under it
+//
+// The Manager's fan-outs (openAll, Close, CleanLogs) guard their own
+// results with a local mutex that nothing else sees.
 //
 // The log end offset, recovery point and each segment's size are atomics:
 // readers load them without locks. Data below a segment's published size is
@@ -228,11 +261,4 @@
 // Kafka, a region read concurrently with a truncation may come up short).
 // Cleaning never rewrites a file: it replaces whole segments, and readers
 // holding the old ones read them until file.delete.delay.ms has passed.
-//
-// Manager.mu guards the Manager's map of logs and is never held while a
-// Log's locks are taken, except Log.mu through read-only accessors.
-// Manager.rollMu guards the roll flusher's queue; a roll takes it under
-// Log.appendMu, and nothing is taken under it.
-// Log.unsyncedSnapshotsMu guards the snapshots WriteRollSnapshot wrote
-// unsynced; it is taken under any of a Log's locks, and none under it.
 package storage
