@@ -3,8 +3,10 @@ package e2e
 import (
 	"bytes"
 	"context"
+	byteorder "encoding/binary"
 	"flag"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/strata-io/strata/internal/testutil/poll"
 	"github.com/strata-io/strata/internal/testutil/powerfs"
 	"github.com/strata-io/strata/internal/verify"
 )
@@ -303,6 +306,9 @@ func runPowerLoss(t *testing.T, sched powerSchedule, mayLose bool, sets ...strin
 	if l.lostAfter > 0 {
 		t.Errorf("%d records acknowledged after the restart lost", l.lostAfter)
 	}
+	// In every mode the replicas hold the same batches once they caught
+	// up: recovery and truncation left no copy diverging.
+	pc.replicasAgree(t, topic, cfg.Partitions)
 	if !mayLose && (l.lost() > 0 || !o.res.Valid) {
 		t.Errorf("%d acknowledged records missing from the final read; verdict %s (%d acknowledged)", l.lost(), o.res.Summary(), o.res.Stats.Acknowledged)
 	}
@@ -416,4 +422,79 @@ func powerLossTable(runs []powerLossRun) string {
 		fmt.Fprintf(&b, "%-10s %-8s %4d %12d %10d %6d %16s %24s  %s\n", k.schedule, k.mode, s.runs, l.acked, l.ackedBefore, l.lost(), per100k(l.lost(), l.acked), per100k(l.lostBefore, l.ackedBefore), strings.Join(checker, ", "))
 	}
 	return b.String()
+}
+
+// batchHeaderBytes is how much of a record batch's header replicaBatches
+// reads: base offset (8), length (4), partition leader epoch (4), magic
+// (1), CRC (4), attributes (2), last offset delta (4).
+const batchHeaderBytes = 27
+
+// replicaBatches reads the batches of a partition's segments on node id
+// from its disk's backing directory: each batch's CRC by base offset, and
+// the log's end (the offset after the last whole batch).
+func (pc *powerCluster) replicaBatches(id int32, partition string) (map[int64]uint32, int64, error) {
+	segs, err := filepath.Glob(filepath.Join(pc.disks[id].BackingDir(), pc.dataDirs[id], partition, "*.log"))
+	if err != nil {
+		return nil, 0, err
+	}
+	slices.Sort(segs)
+	crcs := map[int64]uint32{}
+	end := int64(0)
+	for _, seg := range segs {
+		data, err := os.ReadFile(seg)
+		if err != nil {
+			return nil, 0, err
+		}
+		for len(data) >= batchHeaderBytes {
+			base := int64(byteorder.BigEndian.Uint64(data))
+			length := int64(byteorder.BigEndian.Uint32(data[8:]))
+			if length < batchHeaderBytes-12 || int64(len(data)) < 12+length {
+				break // the end of what was written, or preallocated zeros
+			}
+			crcs[base] = byteorder.BigEndian.Uint32(data[17:])
+			lastDelta := int64(byteorder.BigEndian.Uint32(data[23:]))
+			end = base + lastDelta + 1
+			data = data[12+length:]
+		}
+	}
+	return crcs, end, nil
+}
+
+// replicasAgree waits until every node's copy of each of the topic's
+// partitions ends at the same offset, then checks that the copies hold the
+// same batches (by base offset and CRC): no replica diverged after
+// recovery.
+func (pc *powerCluster) replicasAgree(t *testing.T, topic string, partitions int32) {
+	t.Helper()
+	var counts []int
+	for p := range partitions {
+		partition := fmt.Sprintf("%s-%d", topic, p)
+		var copies map[int32]map[int64]uint32
+		poll.UntilStatus(t, 30*time.Second, "every replica of "+partition+" at the same end", func() (bool, string) {
+			copies = map[int32]map[int64]uint32{}
+			ends := map[int32]int64{}
+			for _, id := range ids(3) {
+				crcs, end, err := pc.replicaBatches(id, partition)
+				if err != nil {
+					return false, err.Error()
+				}
+				copies[id], ends[id] = crcs, end
+			}
+			return ends[1] == ends[2] && ends[2] == ends[3], fmt.Sprint("ends ", ends)
+		})
+		compared := 0
+		for base, crc := range copies[1] {
+			for _, id := range []int32{2, 3} {
+				if other, ok := copies[id][base]; !ok || other != crc {
+					t.Errorf("%s: node 1's batch at %d (CRC %08x) is not node %d's (present %v, CRC %08x)", partition, base, crc, id, ok, other)
+				}
+			}
+			compared++
+		}
+		if compared == 0 || len(copies[2]) != compared || len(copies[3]) != compared {
+			t.Errorf("%s: the replicas hold %d, %d and %d batches", partition, compared, len(copies[2]), len(copies[3]))
+		}
+		counts = append(counts, compared)
+	}
+	t.Logf("the replicas of each partition hold the same batches: %v", counts)
 }
