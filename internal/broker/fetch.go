@@ -26,6 +26,12 @@ import (
 // control batches.
 // * MinBytes/MaxWaitMillis long-poll: the response waits, deferred, until
 // enough bytes are committed on any fetched partition or the wait ends.
+// As Kafka's DelayedFetch, what counts is what could be read at once, not
+// what this response carries: a partition whose read stopped at its
+// PartitionMaxBytes counts that much, and a fetch of a segment older than
+// the one the high watermark (or log end) is in is answered at once, so a
+// reader whose MinBytes equals its MaxBytes does not wait out MaxWait
+// for each small batch of an older (or compacted) segment.
 // * Incremental fetch sessions (KIP-227, fetchsession.go): after the first
 // request, requests name only changed partitions and responses carry only
 // partitions with news. A full session cache declines new sessions
@@ -154,10 +160,17 @@ func (b *Broker) handleFetch(ctx context.Context, _ *wire.Conn, req *wire.Reques
 // fetchResult is one pass over a fetch request's partitions.
 type fetchResult struct {
 	response wire.Response
-	bytes    int64
-	errors   bool
-	parts    []*replica.Partition // the partitions read, to watch
-	limits   []int64              // what bounded their reads (replica.ReadResult.Limit)
+	// ready is what the partitions could give at once, Kafka's
+	// DelayedFetch accumulated size: each partition's bytes read, or its
+	// PartitionMaxBytes when more follow in its segment (storage's More).
+	ready int64
+	// olderSegment is set when a partition's read lies in an older
+	// segment than the one its limit is in (LaterSegment): more is
+	// there at once.
+	olderSegment bool
+	errors       bool
+	parts        []*replica.Partition // the partitions read, to watch
+	limits       []int64              // what bounded their reads (replica.ReadResult.Limit)
 	// replicaID is the fetching follower, or -1 for a consumer.
 	replicaID int32
 	// anyReplica is set for a consumer that may read from a follower
@@ -196,7 +209,7 @@ func (b *Broker) countFetch(res fetchResult) wire.Response {
 
 // done reports whether the response can go now.
 func (f *fetchResult) done(r *kmsg.FetchRequest) bool {
-	return r.MaxWaitMillis <= 0 || f.bytes >= int64(r.MinBytes) || f.errors || f.redirected || len(f.parts) == 0
+	return r.MaxWaitMillis <= 0 || f.ready >= int64(r.MinBytes) || f.olderSegment || f.errors || f.redirected || len(f.parts) == 0
 }
 
 // fetchOnce reads every requested partition once; reread is set for a
@@ -247,7 +260,6 @@ func (b *Broker) fetchOnce(r *kmsg.FetchRequest, reread bool) fetchResult {
 			}
 			if err == nil {
 				var splice *wire.Splice
-				var limit int64
 				rr := replica.ReadRequest{
 					Offset:             rp.FetchOffset,
 					CurrentLeaderEpoch: rp.CurrentLeaderEpoch,
@@ -260,13 +272,27 @@ func (b *Broker) fetchOnce(r *kmsg.FetchRequest, reread bool) fetchResult {
 					rr.Follower = &replica.FollowerRead{ReplicaID: res.replicaID, LastFetchedEpoch: rp.LastFetchedEpoch,
 						LogStartOffset: rp.LogStartOffset, Reread: reread}
 				}
-				splice, limit, err = readPartition(p, rr, sp)
+				var read replica.ReadResult
+				splice, read, err = readPartition(p, rr, sp)
+				heldBack := false
 				if splice != nil && res.replicaID >= 0 && p.LeaderThrottled() && !p.InSync(res.replicaID) {
 					splice = b.throttleLeader(splice, sp)
+					heldBack = splice == nil
 				}
 				if err == nil {
 					res.parts = append(res.parts, p)
-					res.limits = append(res.limits, limit)
+					res.limits = append(res.limits, read.Limit)
+					// As DelayedFetch, a throttled follower's held-back
+					// records neither count nor answer it early.
+					switch {
+					case heldBack:
+					case read.LaterSegment:
+						res.olderSegment = true
+					case read.More:
+						res.ready += max(read.Region.Len, int64(rp.PartitionMaxBytes))
+					default:
+						res.ready += read.Region.Len
+					}
 				}
 				if splice != nil && res.replicaID < 0 {
 					if res.bytesOut == nil {
@@ -276,7 +302,6 @@ func (b *Broker) fetchOnce(r *kmsg.FetchRequest, reread bool) fetchResult {
 				}
 				if splice != nil {
 					res.response.Splices = append(res.response.Splices, *splice)
-					res.bytes += splice.Region.Len
 					remaining -= splice.Region.Len
 					minOneBatch = false
 				}
@@ -326,11 +351,11 @@ func fetchTopicName(img *metadata.Image, version int16, rt *kmsg.FetchRequestTop
 }
 
 // readPartition reads one partition and returns the region to splice in,
-// or nil when there is nothing to send, and what bounded the read.
-func readPartition(p *replica.Partition, rr replica.ReadRequest, sp *kmsg.FetchResponseTopicPartition) (*wire.Splice, int64, error) {
+// or nil when there is nothing to send, and the read's result.
+func readPartition(p *replica.Partition, rr replica.ReadRequest, sp *kmsg.FetchResponseTopicPartition) (*wire.Splice, replica.ReadResult, error) {
 	res, err := p.Read(rr)
 	if err != nil {
-		return nil, 0, storageError(err)
+		return nil, res, storageError(err)
 	}
 	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = res.HighWatermark, res.LastStableOffset, res.LogStartOffset
 	for _, a := range res.AbortedTxns {
@@ -341,11 +366,11 @@ func readPartition(p *replica.Partition, rr replica.ReadRequest, sp *kmsg.FetchR
 		sp.DivergingEpoch.Epoch, sp.DivergingEpoch.EndOffset = d.Epoch, d.EndOffset
 	}
 	if res.Region.Len == 0 {
-		return nil, res.Limit, nil
+		return nil, res, nil
 	}
 	cookie := wire.NewCookie()
 	sp.RecordBatches = cookie[:]
-	return &wire.Splice{Cookie: cookie, Region: wire.FileRegion{File: res.Region.File, Pos: res.Region.Pos, Len: res.Region.Len}}, res.Limit, nil
+	return &wire.Splice{Cookie: cookie, Region: wire.FileRegion{File: res.Region.File, Pos: res.Region.Pos, Len: res.Region.Len}}, res, nil
 }
 
 // preferReadReplica answers a consumer's fetch of a partition this broker

@@ -66,6 +66,10 @@ type ReadResult struct {
 	// a consumer, the log end offset for a follower), for a long poll to
 	// compare with Limit.
 	Limit int64
+	// More and LaterSegment are the log's (storage.ReadResult): more
+	// could be read at once, within the region's segment beyond MaxBytes,
+	// or in a later segment.
+	More, LaterSegment bool
 }
 
 // Read reads one partition of a fetch: a consumer's up to the high
@@ -133,7 +137,7 @@ func (p *Partition) Read(r ReadRequest) (ReadResult, error) {
 	if err != nil {
 		return res, outOfRange(err)
 	}
-	res.Region = rr.Region
+	res.Region, res.More, res.LaterSegment = rr.Region, rr.More, rr.LaterSegment
 	if f == nil && r.ReadCommitted && rr.Region.Len > 0 {
 		res.AbortedTxns = p.log.TxnIndex().Aborted(r.Offset, res.Limit)
 	}

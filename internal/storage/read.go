@@ -49,6 +49,14 @@ type ReadResult struct {
 	// a batch returns the whole batch; clients skip the earlier records),
 	// or -1.
 	FirstBatchOffset int64
+	// More reports that batches below maxOffset follow the region in its
+	// segment, left out by maxBytes: at least maxBytes could be read.
+	More bool
+	// LaterSegment reports that maxOffset lies in a later segment than
+	// the region's: batches below it follow the region's segment. Kafka's
+	// DelayedFetch answers a fetch of an older segment at once, however
+	// few bytes it read.
+	LaterSegment bool
 }
 
 // Read returns the batches from the one containing offset on, as one file
@@ -110,30 +118,34 @@ func (l *Log) Read(offset int64, maxBytes int, maxOffset int64, minOneBatch bool
 		if h.LastOffset() >= maxOffset {
 			return empty, nil
 		}
+		laterSegment := i+1 < len(segs) && segs[i+1].baseOffset <= maxOffset
 		limit := pos + int64(max(maxBytes, 0))
 		endPos := pos + int64(h.Size())
 		if endPos > limit {
 			if !minOneBatch {
-				return empty, nil
+				return ReadResult{FirstBatchOffset: -1, More: true, LaterSegment: laterSegment}, nil
 			}
-			return ReadResult{Region: FileRegion{s.log, pos, endPos - pos}, FirstBatchOffset: h.BaseOffset}, nil
+			return ReadResult{Region: FileRegion{s.log, pos, endPos - pos}, FirstBatchOffset: h.BaseOffset, More: true, LaterSegment: laterSegment}, nil
 		}
 		// Jump with the index to the last indexed batch that fits, then
 		// scan the few batches after it.
 		if _, ipos, ok := s.offsetIdx.floor(limit, maxOffset); ok && ipos > endPos {
 			endPos = ipos
 		}
+		more := false
 		err = sc.scan(s.log, endPos, end, func(hh *record.Header, p int64) bool {
-			if e := p + int64(hh.Size()); e <= limit && hh.LastOffset() < maxOffset && !isBoundaryMarker(hh) {
+			e := p + int64(hh.Size())
+			if e <= limit && hh.LastOffset() < maxOffset && !isBoundaryMarker(hh) {
 				endPos = e
 				return true
 			}
+			more = e > limit && hh.LastOffset() < maxOffset && !isBoundaryMarker(hh)
 			return false
 		})
 		if err != nil {
 			return empty, fmt.Errorf("storage: reading %s segment %d: %w", l, s.baseOffset, err)
 		}
-		return ReadResult{Region: FileRegion{s.log, pos, endPos - pos}, FirstBatchOffset: h.BaseOffset}, nil
+		return ReadResult{Region: FileRegion{s.log, pos, endPos - pos}, FirstBatchOffset: h.BaseOffset, More: more, LaterSegment: laterSegment}, nil
 	}
 	return empty, nil
 }
