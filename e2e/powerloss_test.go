@@ -6,6 +6,7 @@ import (
 	byteorder "encoding/binary"
 	"flag"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"slices"
@@ -425,13 +426,13 @@ func powerLossTable(runs []powerLossRun) string {
 }
 
 // batchHeaderBytes is how much of a record batch's header replicaBatches
-// reads: base offset (8), length (4), partition leader epoch (4), magic
+// needs: base offset (8), length (4), partition leader epoch (4), magic
 // (1), CRC (4), attributes (2), last offset delta (4).
 const batchHeaderBytes = 27
 
 // replicaBatches reads the batches of a partition's segments on node id
-// from its disk's backing directory: each batch's CRC by base offset, and
-// the log's end (the offset after the last whole batch).
+// from its disk's backing directory: a checksum of each batch's bytes by
+// base offset, and the log's end (the offset after the last whole batch).
 func (pc *powerCluster) replicaBatches(id int32, partition string) (map[int64]uint32, int64, error) {
 	segs, err := filepath.Glob(filepath.Join(pc.disks[id].BackingDir(), pc.dataDirs[id], partition, "*.log"))
 	if err != nil {
@@ -451,7 +452,9 @@ func (pc *powerCluster) replicaBatches(id int32, partition string) (map[int64]ui
 			if length < batchHeaderBytes-12 || int64(len(data)) < 12+length {
 				break // the end of what was written, or preallocated zeros
 			}
-			crcs[base] = byteorder.BigEndian.Uint32(data[17:])
+			// The whole batch as stored, not its CRC field: a copy
+			// corrupted after it was written keeps the field.
+			crcs[base] = crc32.ChecksumIEEE(data[:12+length])
 			lastDelta := int64(byteorder.BigEndian.Uint32(data[23:]))
 			end = base + lastDelta + 1
 			data = data[12+length:]
@@ -462,8 +465,8 @@ func (pc *powerCluster) replicaBatches(id int32, partition string) (map[int64]ui
 
 // replicasAgree waits until every node's copy of each of the topic's
 // partitions ends at the same offset, then checks that the copies hold the
-// same batches (by base offset and CRC): no replica diverged after
-// recovery.
+// same batches, byte for byte: no replica diverged after recovery, and
+// none holds a copy corrupted on its disk.
 func (pc *powerCluster) replicasAgree(t *testing.T, topic string, partitions int32) {
 	t.Helper()
 	var counts []int
@@ -486,7 +489,7 @@ func (pc *powerCluster) replicasAgree(t *testing.T, topic string, partitions int
 		for base, crc := range copies[1] {
 			for _, id := range []int32{2, 3} {
 				if other, ok := copies[id][base]; !ok || other != crc {
-					t.Errorf("%s: node 1's batch at %d (CRC %08x) is not node %d's (present %v, CRC %08x)", partition, base, crc, id, ok, other)
+					t.Errorf("%s: node 1's batch at %d (checksum %08x) is not node %d's (present %v, checksum %08x)", partition, base, crc, id, ok, other)
 				}
 			}
 			compared++
