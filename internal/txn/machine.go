@@ -526,7 +526,14 @@ func (m *Machine) endTxnV2(r EndTxnRequest) Result {
 	case Ongoing, Empty:
 		valid = r.ProducerEpoch == t.ProducerEpoch
 	case PrepareCommit, PrepareAbort:
-		valid = retryOnBump
+		// The markers are being written (Kafka's pending CompleteX
+		// transition): a retry of the EndTxn that ended the
+		// transaction, or the next transaction's EndTxn at the bumped
+		// epoch, which the coordinator answered before the markers
+		// were out. The latter waits for them, as in Kafka since
+		// KAFKA-18464, instead of being fenced: a producer told it is
+		// fenced cannot go on.
+		valid = retryOnBump || r.ProducerEpoch == t.ProducerEpoch
 	case CompleteCommit, CompleteAbort:
 		valid = retryOnBump || retryOnOverflow || r.ProducerEpoch == t.ProducerEpoch
 	}
@@ -551,6 +558,8 @@ func (m *Machine) endTxnV2(r EndTxnRequest) Result {
 	}
 	done := Result{ProducerID: t.ProducerID, ProducerEpoch: t.ProducerEpoch}
 	switch {
+	case (t.State == PrepareCommit || t.State == PrepareAbort) && !retry:
+		return fail(kerr.ConcurrentTransactions, "%q is %v: the markers of epoch %d are being written", id, t.State, t.ProducerEpoch)
 	case t.State == Ongoing:
 		return end(commit, false)
 	case t.State == CompleteCommit && commit && retry, t.State == CompleteAbort && !commit && retry:
