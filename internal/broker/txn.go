@@ -370,15 +370,16 @@ func (b *Broker) handleWriteTxnMarkers(ctx context.Context, _ *wire.Conn, req *w
 		wctx, cancel := context.WithTimeout(ctx, markerTimeout)
 		defer cancel()
 		for _, m := range r.Markers {
+			errs := b.writeMarkers(wctx, &m)
 			rm := kmsg.NewWriteTxnMarkersResponseMarker()
 			rm.ProducerID = m.ProducerID
-			for _, t := range m.Topics {
+			for i, t := range m.Topics {
 				rt := kmsg.NewWriteTxnMarkersResponseMarkerTopic()
 				rt.Topic = t.Topic
-				for _, p := range t.Partitions {
+				for j, p := range t.Partitions {
 					rp := kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
 					rp.Partition = p
-					rp.ErrorCode = errorCode(b.writeMarker(wctx, t.Topic, p, &m))
+					rp.ErrorCode = errorCode(errs[i][j])
 					rt.Partitions = append(rt.Partitions, rp)
 				}
 				rm.Topics = append(rm.Topics, rt)
@@ -392,24 +393,50 @@ func (b *Broker) handleWriteTxnMarkers(ctx context.Context, _ *wire.Conn, req *w
 // markerTimeout bounds the wait for a marker's replication.
 const markerTimeout = 30 * time.Second
 
-// writeMarker appends one marker to a partition led here.
-func (b *Broker) writeMarker(ctx context.Context, topic string, partition int32, m *kmsg.WriteTxnMarkersRequestMarker) error {
-	p, err := b.hostedPartition(b.image.Load(), topic, partition)
-	if err != nil {
-		return err
+// writeMarkers appends one transaction's markers to its partitions led
+// here and returns each partition's error, indexed as m.Topics and their
+// Partitions. Every marker is appended before any is waited for, so that
+// they replicate together: the transaction completes in one replication
+// round trip, not one per partition (Kafka appends them in one
+// appendRecords and waits in one DelayedProduce).
+func (b *Broker) writeMarkers(ctx context.Context, m *kmsg.WriteTxnMarkersRequestMarker) [][]error {
+	img := b.image.Load()
+	errs := make([][]error, len(m.Topics))
+	type appended struct {
+		i, j int
+		p    *replica.Partition
+		res  replica.MarkerResult
 	}
-	res, err := p.AppendMarker(m.ProducerID, m.ProducerEpoch, m.Committed, m.CoordinatorEpoch)
-	if err == nil && res.Pending {
-		err = p.AwaitAcks(ctx, res.Offset+1, -1)
+	var done []appended
+	for i, t := range m.Topics {
+		errs[i] = make([]error, len(t.Partitions))
+		for j, partition := range t.Partitions {
+			p, err := b.hostedPartition(img, t.Topic, partition)
+			if err != nil {
+				errs[i][j] = err
+				continue
+			}
+			res, err := p.AppendMarker(m.ProducerID, m.ProducerEpoch, m.Committed, m.CoordinatorEpoch)
+			if err != nil {
+				errs[i][j] = markerError(err)
+				continue
+			}
+			done = append(done, appended{i, j, p, res})
+		}
 	}
-	if err != nil {
-		return markerError(err)
+	for _, a := range done {
+		if a.res.Pending {
+			if err := a.p.AwaitAcks(ctx, a.res.Offset+1, -1); err != nil {
+				errs[a.i][a.j] = markerError(err)
+				continue
+			}
+		}
+		if t := m.Topics[a.i]; t.Topic == OffsetsTopic {
+			// The transaction's offset commits are decided.
+			b.groups.CompleteTransaction(t.Partitions[a.j], m.ProducerID, m.Committed)
+		}
 	}
-	if topic == OffsetsTopic {
-		// The transaction's offset commits are decided.
-		b.groups.CompleteTransaction(partition, m.ProducerID, m.Committed)
-	}
-	return nil
+	return errs
 }
 
 // markerError maps a marker append's error to its Kafka code.
@@ -465,23 +492,38 @@ func (w *markerWriter) WriteMarkers(ctx context.Context, mk txn.Markers) error {
 		}
 		return m
 	}
-	var errs []error
+	// The leaders are written to at once: the transaction completes
+	// when the slowest has its markers replicated, not after each in
+	// turn.
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+	)
 	for leader, tps := range byLeader {
 		m := marker(tps)
-		if leader == b.nodeID {
-			for _, t := range m.Topics {
-				for _, p := range t.Partitions {
-					if err := b.writeMarker(ctx, t.Topic, p, &m); err != nil && !errors.Is(err, kerr.UnknownTopicOrPartition) {
-						errs = append(errs, fmt.Errorf("%s[%d]: %w", t.Topic, p, err))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var failed []error
+			if leader == b.nodeID {
+				perPartition := b.writeMarkers(ctx, &m)
+				for i, t := range m.Topics {
+					for j, p := range t.Partitions {
+						if err := perPartition[i][j]; err != nil && !errors.Is(err, kerr.UnknownTopicOrPartition) {
+							failed = append(failed, fmt.Errorf("%s[%d]: %w", t.Topic, p, err))
+						}
 					}
 				}
+			} else if err := w.send(ctx, leader, m); err != nil {
+				failed = append(failed, fmt.Errorf("leader %d: %w", leader, err))
 			}
-			continue
-		}
-		if err := w.send(ctx, leader, m); err != nil {
-			errs = append(errs, fmt.Errorf("leader %d: %w", leader, err))
-		}
+			mu.Lock()
+			errs = append(errs, failed...)
+			mu.Unlock()
+		}()
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 
