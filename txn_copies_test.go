@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
@@ -26,7 +28,10 @@ import (
 
 // The long mode of TestConcurrentTransactionalCopies: ten times the
 // records, more copiers, a longer deadline.
-var eosLong = flag.Bool("eos-long", false, "run TestConcurrentTransactionalCopies in its long mode")
+var (
+	eosLong        = flag.Bool("eos-long", false, "run TestConcurrentTransactionalCopies in its long mode")
+	eosMarkerDelay = flag.Duration("eos-marker-delay", 6*time.Second, "how long TestConcurrentTransactionalCopies's spells of slow markers delay each; 0 for none")
+)
 
 // copySettings spread the transaction and group coordinators over the
 // three nodes, so that coordinators and partition leaders differ.
@@ -117,7 +122,7 @@ func TestConcurrentTransactionalCopies(t *testing.T) {
 		for {
 			d := time.Duration(0)
 			if slow {
-				d = 6 * time.Second
+				d = *eosMarkerDelay
 			}
 			c.DelayRequests(kmsg.WriteTxnMarkers.Int16(), d)
 			select {
@@ -152,7 +157,7 @@ func TestConcurrentTransactionalCopies(t *testing.T) {
 	failed := false
 	want := input
 	for _, s := range stages {
-		committed := groupOffsets(t, ctx, adm, s.group, s.from)
+		committed := groupOffsets(t, ctx, admin, s.group, s.from)
 		got := readCommitted(t, ctx, c, s.to)
 		rep := s.check(want, committed, got)
 		t.Logf("%s (%s → %s): %s", s.group, s.from, s.to, rep)
@@ -167,22 +172,32 @@ func TestConcurrentTransactionalCopies(t *testing.T) {
 }
 
 // groupOffsets returns the offsets the group committed on topic's
-// partitions (0 for none).
-func groupOffsets(t *testing.T, ctx context.Context, adm *kadm.Client, group, topic string) map[int32]int64 {
-	var resp kadm.OffsetResponses
-	poll.UntilStatus(t, time.Minute, "the offsets of "+group, func() (bool, string) {
-		var err error
-		resp, err = adm.FetchOffsets(ctx, group)
-		if err == nil {
-			err = resp.Error()
-		}
-		return err == nil, fmt.Sprint(err)
-	})
+// partitions (0 for none), once stable: the transactions that commit
+// them have completed.
+func groupOffsets(t *testing.T, ctx context.Context, cl *kgo.Client, group, topic string) map[int32]int64 {
 	out := map[int32]int64{}
-	resp.Each(func(o kadm.OffsetResponse) {
-		if o.Topic == topic {
-			out[o.Partition] = o.At
+	poll.UntilStatus(t, time.Minute, "the stable offsets of "+group, func() (bool, string) {
+		req := kmsg.NewPtrOffsetFetchRequest()
+		req.Version, req.Group, req.RequireStable = 7, group, true
+		rt := kmsg.NewOffsetFetchRequestTopic()
+		rt.Topic, rt.Partitions = topic, []int32{0, 1, 2, 3, 4, 5}
+		req.Topics = []kmsg.OffsetFetchRequestTopic{rt}
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			return false, err.Error()
 		}
+		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+			return false, err.Error()
+		}
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+					return false, fmt.Sprintf("partition %d: %v", p.Partition, err)
+				}
+				out[p.Partition] = max(p.Offset, 0)
+			}
+		}
+		return true, ""
 	})
 	return out
 }
@@ -233,6 +248,7 @@ type copyStage struct {
 	aborted          int
 	unknown          int
 	produceErrors    map[string]int
+	endTimes         []time.Duration // how long each End took
 }
 
 // copyTxn is what one transaction of a copier wrote, and how it ended.
@@ -288,6 +304,11 @@ func (s *copyStage) run(ctx, runCtx context.Context, t *testing.T, c *strata.Clu
 			v.SetMaxKeyVersion(kmsg.EndTxn.Int16(), 4)
 			v.SetMaxKeyVersion(kmsg.TxnOffsetCommit.Int16(), 4)
 			opts = append(opts, kgo.MaxVersions(v))
+		}
+		if os.Getenv("STRATA_TEST_KGO_LOG") != "" {
+			opts = append(opts, kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelInfo, func() string {
+				return time.Now().Format("15:04:05.000 ") + txnID + " "
+			})))
 		}
 		sess, err := kgo.NewGroupTransactSession(opts...)
 		if err != nil {
@@ -350,9 +371,12 @@ func (s *copyStage) transact(ctx context.Context, t *testing.T, sess *kgo.GroupT
 		})
 	})
 	commit := rng.IntN(5) != 0
+	start := time.Now()
 	committed, err := sess.End(ctx, kgo.TransactionEndTry(commit))
+	took := time.Since(start)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.endTimes = append(s.endTimes, took)
 	switch {
 	case err != nil:
 		txn.outcome = txnUnknown
@@ -440,6 +464,8 @@ type copyReport struct {
 	abortedReads                int
 	intermediateReads           []string
 	produceErrors               map[string]int
+	diffs                       []string
+	endMedian, endMax           time.Duration
 }
 
 func (r copyReport) ok() bool {
@@ -447,8 +473,8 @@ func (r copyReport) ok() bool {
 }
 
 func (r copyReport) String() string {
-	return fmt.Sprintf("transactions committed %d, aborted %d, unknown %d; records read %d of %d; lost %d, duplicated %d, partitions not copied exactly %v, aborted reads %d, intermediate reads %d %v; produce errors %v",
-		r.committed, r.aborted, r.unknown, r.records, r.want, r.lost, r.duplicates, r.mismatched, r.abortedReads, len(r.intermediateReads), head(r.intermediateReads), r.produceErrors)
+	return fmt.Sprintf("transactions committed %d, aborted %d, unknown %d (End: median %v, max %v); records read %d of %d; lost %d, duplicated %d, partitions not copied exactly %v, aborted reads %d, intermediate reads %d %v; produce errors %v; %v",
+		r.committed, r.aborted, r.unknown, r.endMedian.Round(time.Millisecond), r.endMax.Round(time.Millisecond), r.records, r.want, r.lost, r.duplicates, r.mismatched, r.abortedReads, len(r.intermediateReads), head(r.intermediateReads), r.produceErrors, r.diffs)
 }
 
 func head[T any](s []T) []T { return s[:min(len(s), 5)] }
@@ -461,6 +487,10 @@ func (s *copyStage) check(input copyRead, committed map[int32]int64, got copyRea
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rep := copyReport{committed: s.committed, aborted: s.aborted, unknown: s.unknown, produceErrors: s.produceErrors}
+	if n := len(s.endTimes); n > 0 {
+		ends := slices.Sorted(slices.Values(s.endTimes))
+		rep.endMedian, rep.endMax = ends[n/2], ends[n-1]
+	}
 	seen := map[string]map[int32]int{} // tag → partition → records read
 	for p := range int32(6) {
 		var w []string
@@ -492,6 +522,18 @@ func (s *copyStage) check(input copyRead, committed map[int32]int64, got copyRea
 		}
 		if !slices.Equal(dedup, w) {
 			rep.mismatched = append(rep.mismatched, p)
+			i := 0
+			for i < min(len(dedup), len(w)) && dedup[i] == w[i] {
+				i++
+			}
+			var tags []string
+			for _, rec := range got[p] {
+				if rec.value >= dedup[min(i, len(dedup)-1)] && len(tags) < 5 {
+					tags = append(tags, rec.tag+"@"+strconv.FormatInt(rec.offset, 10))
+				}
+			}
+			rep.diffs = append(rep.diffs, fmt.Sprintf("p%d committed %d: the copy (%d) and the input (%d) differ from %d, records of %v",
+				p, committed[p], len(dedup), len(w), i, tags))
 		}
 	}
 	for tag, parts := range seen {
