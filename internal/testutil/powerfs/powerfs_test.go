@@ -369,3 +369,53 @@ func TestBackingStateIsTheModel(t *testing.T) {
 		t.Fatalf("stats %+v, want one dirty file and one pending create", s)
 	}
 }
+
+func TestRenameExchangeAndNoReplaceUndone(t *testing.T) {
+	p := powerfs.Mount(t)
+	d := p.Dir()
+	a, b, c := filepath.Join(d, "a"), filepath.Join(d, "b"), filepath.Join(d, "c")
+	write(t, a, "a", true)
+	write(t, b, "b", true)
+	syncPath(t, d)
+	if err := unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, c, unix.RENAME_NOREPLACE); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Renameat2(unix.AT_FDCWD, b, unix.AT_FDCWD, c, unix.RENAME_NOREPLACE); err == nil {
+		t.Fatal("RENAME_NOREPLACE replaced a name")
+	}
+	want(t, b, "a")
+	want(t, c, "b")
+	cut(t, p)
+	want(t, a, "a")
+	want(t, b, "b")
+	want(t, c, "<absent>")
+}
+
+func TestRenameOverEmptyDirectoryUndone(t *testing.T) {
+	p := powerfs.Mount(t)
+	d := p.Dir()
+	one, two := filepath.Join(d, "one"), filepath.Join(d, "two")
+	for _, dir := range []string{one, two} {
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(t, filepath.Join(one, "f"), "f", true)
+	syncPath(t, one)
+	// rename(2) itself: os.Rename refuses any directory as the target.
+	if err := unix.Rename(two, one); err != unix.ENOTEMPTY {
+		t.Fatalf("renaming over a non-empty directory: %v, want ENOTEMPTY", err)
+	}
+	if err := unix.Rename(one, two); err != nil {
+		t.Fatal(err)
+	}
+	want(t, filepath.Join(two, "f"), "f")
+	cut(t, p)
+	want(t, filepath.Join(one, "f"), "f")
+	if fi, err := os.Stat(two); err != nil || !fi.IsDir() {
+		t.Fatalf("the directory renamed over, after the cut: %v", err)
+	}
+}
