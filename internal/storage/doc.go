@@ -198,6 +198,20 @@
 // through a crash-safe swap. See cleaner.go and cleaner_swap.go; the
 // Manager runs the cleaner (CleanLogs) every log.cleaner.backoff.ms.
 //
+// # The remote tier (planned)
+//
+// Tiered storage (KIP-405) will be one more concern a Log owns, beside
+// those below, and a segment will live locally, remotely or both. The
+// seams are where a segment is found, read and let go: a read finds the
+// segment holding its offset in the segment list (floorSegment) and asks
+// that segment for its batches from the offset on (segment.read, a call a
+// remote segment can answer from its own storage); retention and
+// DeleteRecords let segments go through deletePrefixLocked, which is
+// where a segment must have been copied before its local files are
+// retired (the delete queue removes local files only). As in Kafka, the
+// log start offset will then be the remote tier's and a local log start
+// the first local segment's.
+//
 // # Concurrency and lock order
 //
 // A Log allows one appender at a time (callers serialize Append per

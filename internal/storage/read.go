@@ -87,67 +87,78 @@ func (l *Log) Read(offset int64, maxBytes int, maxOffset int64, minOneBatch bool
 	defer scannerPool.Put(sc)
 	sc.n = 0
 	for i := floorSegment(segs, offset); i < len(segs); i++ {
-		s := segs[i]
-		end := s.size.Load()
-		pos, h, found, err := s.find(sc, offset, end)
-		if err != nil {
-			return empty, fmt.Errorf("storage: reading %s segment %d: %w", l, s.baseOffset, err)
-		}
-		if !found {
-			continue // offset is past this segment's last batch
-		}
-		if isBoundaryMarker(&h) {
-			// The cleaner writes a marker last in a segment, so this
-			// usually moves on to the next segment.
-			next := int64(-1)
-			err = sc.scan(s.log, pos+int64(h.Size()), end, func(hh *record.Header, p int64) bool {
-				if isBoundaryMarker(hh) {
-					return true
-				}
-				next, h = p, *hh
-				return false
-			})
-			if err != nil {
-				return empty, fmt.Errorf("storage: reading %s segment %d: %w", l, s.baseOffset, err)
-			}
-			if next < 0 {
-				continue
-			}
-			pos = next
-		}
-		if h.LastOffset() >= maxOffset {
-			return empty, nil
-		}
 		laterSegment := i+1 < len(segs) && segs[i+1].baseOffset <= maxOffset
-		limit := pos + int64(max(maxBytes, 0))
-		endPos := pos + int64(h.Size())
-		if endPos > limit {
-			if !minOneBatch {
-				return ReadResult{FirstBatchOffset: -1, More: true, LaterSegment: laterSegment}, nil
-			}
-			return ReadResult{Region: FileRegion{s.log, pos, endPos - pos}, FirstBatchOffset: h.BaseOffset, More: true, LaterSegment: laterSegment}, nil
-		}
-		// Jump with the index to the last indexed batch that fits, then
-		// scan the few batches after it.
-		if _, ipos, ok := s.offsetIdx.floor(limit, maxOffset); ok && ipos > endPos {
-			endPos = ipos
-		}
-		more := false
-		err = sc.scan(s.log, endPos, end, func(hh *record.Header, p int64) bool {
-			e := p + int64(hh.Size())
-			if e <= limit && hh.LastOffset() < maxOffset && !isBoundaryMarker(hh) {
-				endPos = e
-				return true
-			}
-			more = e > limit && hh.LastOffset() < maxOffset && !isBoundaryMarker(hh)
-			return false
-		})
+		res, ok, err := segs[i].read(sc, offset, maxBytes, maxOffset, minOneBatch, laterSegment)
 		if err != nil {
-			return empty, fmt.Errorf("storage: reading %s segment %d: %w", l, s.baseOffset, err)
+			return empty, fmt.Errorf("storage: reading %s segment %d: %w", l, segs[i].baseOffset, err)
 		}
-		return ReadResult{Region: FileRegion{s.log, pos, endPos - pos}, FirstBatchOffset: h.BaseOffset, More: more, LaterSegment: laterSegment}, nil
+		if ok {
+			return res, nil
+		}
 	}
 	return empty, nil
+}
+
+// read is Read within one segment: the batches from the one containing
+// offset on, as one region of the segment's file. ok is false when the
+// segment holds no batch at or after offset that a read may return (the
+// read goes on in the next segment); res is empty when there is nothing to
+// read below maxOffset or within maxBytes. laterSegment, for the result,
+// says maxOffset lies in a later segment. A segment of the remote tier
+// would answer the same question from its own storage.
+func (s *segment) read(sc *headerScanner, offset int64, maxBytes int, maxOffset int64, minOneBatch, laterSegment bool) (res ReadResult, ok bool, err error) {
+	empty := ReadResult{FirstBatchOffset: -1}
+	end := s.size.Load()
+	pos, h, found, err := s.find(sc, offset, end)
+	if err != nil || !found {
+		return empty, false, err // !found: offset is past this segment's last batch
+	}
+	if isBoundaryMarker(&h) {
+		// The cleaner writes a marker last in a segment, so this usually
+		// moves on to the next segment.
+		next := int64(-1)
+		err = sc.scan(s.log, pos+int64(h.Size()), end, func(hh *record.Header, p int64) bool {
+			if isBoundaryMarker(hh) {
+				return true
+			}
+			next, h = p, *hh
+			return false
+		})
+		if err != nil || next < 0 {
+			return empty, false, err
+		}
+		pos = next
+	}
+	if h.LastOffset() >= maxOffset {
+		return empty, true, nil
+	}
+	limit := pos + int64(max(maxBytes, 0))
+	endPos := pos + int64(h.Size())
+	if endPos > limit {
+		if !minOneBatch {
+			return ReadResult{FirstBatchOffset: -1, More: true, LaterSegment: laterSegment}, true, nil
+		}
+		return ReadResult{Region: FileRegion{s.log, pos, endPos - pos}, FirstBatchOffset: h.BaseOffset, More: true, LaterSegment: laterSegment}, true, nil
+	}
+	// Jump with the index to the last indexed batch that fits, then scan
+	// the few batches after it.
+	if _, ipos, indexed := s.offsetIdx.floor(limit, maxOffset); indexed && ipos > endPos {
+		endPos = ipos
+	}
+	more := false
+	err = sc.scan(s.log, endPos, end, func(hh *record.Header, p int64) bool {
+		e := p + int64(hh.Size())
+		if e <= limit && hh.LastOffset() < maxOffset && !isBoundaryMarker(hh) {
+			endPos = e
+			return true
+		}
+		more = e > limit && hh.LastOffset() < maxOffset && !isBoundaryMarker(hh)
+		return false
+	})
+	if err != nil {
+		return empty, false, err
+	}
+	return ReadResult{Region: FileRegion{s.log, pos, endPos - pos}, FirstBatchOffset: h.BaseOffset, More: more, LaterSegment: laterSegment}, true, nil
 }
 
 // isBoundaryMarker reports whether h is a batch the log cleaner keeps only
