@@ -50,12 +50,24 @@ func (s *PartitionState) EndTxn(h record.Header, m record.Marker) CompletedTxn {
 		s.producers[h.ProducerID] = e
 	}
 	done := CompletedTxn{ProducerID: h.ProducerID, FirstOffset: e.currentTxnFirstOffset, LastOffset: h.BaseOffset, Aborted: !m.Commit}
+	// The marker ends the transaction open here at the data's epoch. A
+	// bumped marker (transactions version 2 ends every transaction at
+	// epoch+1; a fencing abort too) says that epoch is over: a
+	// verification at the marker's epoch or later was about the
+	// producer's next transaction, which the coordinator only confirms
+	// once this one is complete, and it stands.
+	nextVerified := false
+	if v, ok := s.verifying[h.ProducerID]; ok {
+		nextVerified = e.currentTxnFirstOffset >= 0 && e.epoch < h.ProducerEpoch && v.epoch >= h.ProducerEpoch
+	}
 	e.apply(&h)
 	e.coordinatorEpoch = max(e.coordinatorEpoch, m.CoordinatorEpoch)
 	s.track(h.ProducerID, e)
-	// A verification started before the marker verified a transaction
-	// that is over now.
-	s.clearVerification(h.ProducerID)
+	if !nextVerified {
+		// A verification started before the marker may have verified
+		// the transaction that is over now.
+		s.clearVerification(h.ProducerID)
+	}
 	return done
 }
 

@@ -186,3 +186,47 @@ func TestVerificationAtANewEpoch(t *testing.T) {
 		t.Fatalf("first unstable offset %d, want %d", l.state.FirstUnstableOffset(), first)
 	}
 }
+
+// TestVerificationAcrossABumpedMarker: the first batch of epoch 1's
+// transaction meets epoch 0's still open, is verified, and epoch 0's
+// marker (at epoch 1, as transactions version 2 writes it) lands while
+// the coordinator is asked. The coordinator confirms epoch 1's
+// transaction only once epoch 0's is complete, so the verification was
+// about the next transaction and still holds: the batch opens it,
+// instead of being refused with INVALID_TXN_STATE, which fails a
+// version 2 producer for good. A marker at the data's epoch (version 1)
+// still clears every verification (TestVerificationGuard).
+func TestVerificationAcrossABumpedMarker(t *testing.T) {
+	const pid = 7
+	l := newTestLog()
+	g, _ := l.state.StartVerification(pid, 0, 0, 1000)
+	if err := l.produceVerified(g, txnal(batch(pid, 0, 0, 2))); err != nil {
+		t.Fatalf("epoch 0's transaction: %v", err)
+	}
+	g1, needed := l.state.StartVerification(pid, 1, 0, 1001)
+	if !needed {
+		t.Fatal("epoch 1's first batch not verified")
+	}
+	l.state.EndTxn(marker(pid, 1, l.leo), record.Marker{Commit: true})
+	l.leo++
+	first := l.leo
+	if err := l.produceVerified(g1, txnal(batch(pid, 1, 0, 1))); err != nil {
+		t.Fatalf("epoch 1's batch, verified across epoch 0's marker: %v", err)
+	}
+	if l.state.FirstUnstableOffset() != first {
+		t.Fatalf("first unstable offset %d, want %d", l.state.FirstUnstableOffset(), first)
+	}
+
+	// A verification of the ended epoch does not survive the marker.
+	const other = 8
+	g2, _ := l.state.StartVerification(other, 0, 0, 2000)
+	if err := l.produceVerified(g2, txnal(batch(other, 0, 0, 1))); err != nil {
+		t.Fatalf("producer 8's transaction: %v", err)
+	}
+	g3, _ := l.state.StartVerification(other, 0, 5, 2001) // not needed: open at epoch 0
+	l.state.EndTxn(marker(other, 1, l.leo), record.Marker{})
+	l.leo++
+	if err := l.produceVerified(g3, txnal(batch(other, 0, 1, 1))); err == nil {
+		t.Fatal("a batch of the epoch a marker ended was appended")
+	}
+}
