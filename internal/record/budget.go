@@ -13,11 +13,13 @@ const DefaultBudgetBytes = 128 << 20
 // MaxUncompressedKey is the configuration key of MaxUncompressed.
 const MaxUncompressedKey = "strata.decompressed.batch.max.bytes"
 
-// DefaultMaxUncompressed is the default of MaxUncompressed: 256 times the
-// default max.message.bytes, so that a batch as large as a producer sends
-// by default passes at any ratio up to 256:1, and a bomb costs at most a
-// fraction of a second of CPU.
-const DefaultMaxUncompressed = 256 << 20
+// DefaultMaxUncompressed is the default of MaxUncompressed: 64 times the
+// default max.message.bytes, far above what producers send (a batch as
+// large as a producer sends by default passes at any ratio up to 64:1, a
+// few MiB of zeros at any ratio), and half the default budget, so that
+// the log cleaner, which decompresses a batch whole, can decompress every
+// batch accepted. A bomb costs at most a fraction of a second of CPU.
+const DefaultMaxUncompressed = 64 << 20
 
 // DefaultBudget is the budget used where the caller names none.
 var DefaultBudget = NewBudget(DefaultBudgetBytes)

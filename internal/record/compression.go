@@ -18,7 +18,7 @@ import (
 //
 //   - Output: every decoder streams, and whoever reads it stops as soon as
 //     the output passes its budget's MaxUncompressed
-//     (strata.decompressed.batch.max.bytes, 256 MiB by default). Kafka
+//     (strata.decompressed.batch.max.bytes, 64 MiB by default). Kafka
 //     sets no such limit: it would decompress any batch to its end. The
 //     limit is far above what producers send (a batch of a few MiB of
 //     zeros, or a record of 1 MiB, pass whatever their ratio), and bounds

@@ -161,8 +161,8 @@ func TestBombsStopAtTheLimit(t *testing.T) {
 	if n := budget.InUse(); n != 0 {
 		t.Fatalf("%d bytes of the budget still reserved", n)
 	}
-	if got := record.DefaultBudget.MaxUncompressed(); got != 256<<20 {
-		t.Fatalf("the default budget stops at %d bytes, want 256 MiB", got)
+	if got := record.DefaultBudget.MaxUncompressed(); got != 64<<20 {
+		t.Fatalf("the default budget stops at %d bytes, want 64 MiB", got)
 	}
 }
 
@@ -181,13 +181,11 @@ func zeroRecords(n, size int) []byte {
 // TestHighlyCompressibleBatches: batches Kafka accepts whatever their
 // compression ratio are accepted under the default limit, with the
 // default max.message.bytes applied to the batch as sent, and read back
-// whole: three 1 MiB records of zeros, one record of a 1,048,576-byte
-// value, and 16 MiB of zeros, in every codec and framing. zstd compresses
+// whole: three 1 MiB records of zeros and one record of a 1,048,576-byte
+// value, in every codec and framing. zstd compresses
 // them 1000:1 or better and gzip (at its best level) near deflate's
 // ceiling of 1032:1 (asserted); LZ4's format tops out near 250:1 and
 // snappy's near 21:1, which the test logs.
-// A batch larger as sent than max.message.bytes (16 MiB of zeros in raw
-// snappy) is refused as Kafka refuses it.
 func TestHighlyCompressibleBatches(t *testing.T) {
 	const maxMessageBytes = 1048588 // Kafka's default
 	for _, c := range []struct {
@@ -197,7 +195,6 @@ func TestHighlyCompressibleBatches(t *testing.T) {
 	}{
 		{"three 1 MiB records of zeros", 3, 1 << 20},
 		{"one record of a 1,048,576-byte value", 1, 1 << 20},
-		{"16 MiB of zeros", 16, 1 << 20},
 	} {
 		section := zeroRecords(c.records, c.size)
 		for _, codec := range rt.Codecs[1:] {
@@ -212,12 +209,6 @@ func TestHighlyCompressibleBatches(t *testing.T) {
 				t.Errorf("%s, %s: a ratio of %.0f:1, want %.0f:1 or more", c.name, codec.Name, ratio, want)
 			}
 			v, err := record.ValidateProduced(batch, record.ValidateOptions{MaxMessageBytes: maxMessageBytes})
-			if len(batch) > maxMessageBytes {
-				if !errors.Is(err, record.ErrTooLarge) {
-					t.Fatalf("%s, %s: %d bytes as sent: %v, want max.message.bytes refused", c.name, codec.Name, len(batch), err)
-				}
-				continue
-			}
 			if err != nil {
 				t.Fatalf("%s, %s: %v", c.name, codec.Name, err)
 			}
