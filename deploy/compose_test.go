@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -38,19 +39,40 @@ func needDocker(t *testing.T) {
 	}
 }
 
-// run runs a command from this directory, bounded by a minute, and returns
-// its output; env is added to the test's environment.
+// TestMain removes the image the tests built, once they all ran.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if image.tag != "" {
+		_, _ = tryRun(commandTimeout, nil, "docker", "rmi", "-f", image.tag)
+	}
+	os.Exit(code)
+}
+
+// commandTimeout bounds a docker or compose command; buildTimeout bounds
+// building the release binary and the image. A fresh clone's build cache
+// holds no static (CGO_ENABLED=0, -trimpath) build, so the first build
+// compiles the whole module and the standard library again: under load
+// (CI on a shared machine) that took more than the minute every command
+// used to have, and the first container test failed in its build while
+// the ones after it, with the cache warm, passed.
+const (
+	commandTimeout = 2 * time.Minute
+	buildTimeout   = 8 * time.Minute
+)
+
+// run runs a command from this directory, bounded by commandTimeout, and
+// returns its output; env is added to the test's environment.
 func run(t *testing.T, env []string, name string, args ...string) string {
 	t.Helper()
-	out, err := tryRun(env, name, args...)
+	out, err := tryRun(commandTimeout, env, name, args...)
 	if err != nil {
 		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
 	}
 	return out
 }
 
-func tryRun(env []string, name string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+func tryRun(timeout time.Duration, env []string, name string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = append(os.Environ(), env...)
@@ -60,24 +82,52 @@ func tryRun(env []string, name string, args ...string) (string, error) {
 	return out.String(), err
 }
 
+// image is the image the container tests share, built by the first test
+// that needs it and removed by TestMain.
+var image struct {
+	once sync.Once
+	tag  string
+	err  error
+}
+
 // buildImage builds the release binary (static, as the Dockerfile's
 // comment says) and the image from this directory's Dockerfile, in a
-// context of their own, and returns the image's tag.
+// context of their own, once for all the tests, and returns the image's
+// tag.
 func buildImage(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	run(t, []string{"CGO_ENABLED=0"}, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", filepath.Join(dir, "strata"), "../cmd/strata")
-	dockerfile, err := os.ReadFile("Dockerfile")
-	if err != nil {
-		t.Fatal(err)
+	image.once.Do(func() {
+		start := time.Now()
+		dir, err := os.MkdirTemp("", "strata-image")
+		if err != nil {
+			image.err = err
+			return
+		}
+		defer os.RemoveAll(dir)
+		if out, err := tryRun(buildTimeout, []string{"CGO_ENABLED=0"}, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", filepath.Join(dir, "strata"), "../cmd/strata"); err != nil {
+			image.err = fmt.Errorf("go build of the release binary: %w\n%s", err, out)
+			return
+		}
+		dockerfile, err := os.ReadFile("Dockerfile")
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, "Dockerfile"), dockerfile, 0o644)
+		}
+		if err != nil {
+			image.err = err
+			return
+		}
+		tag := fmt.Sprintf("strata-test:%d", os.Getpid())
+		if out, err := tryRun(buildTimeout, nil, "docker", "build", "-q", "-t", tag, dir); err != nil {
+			image.err = fmt.Errorf("docker build: %w\n%s", err, out)
+			return
+		}
+		image.tag = tag
+		t.Logf("built the release binary and image %s in %v", tag, time.Since(start).Round(time.Millisecond))
+	})
+	if image.err != nil {
+		t.Fatal(image.err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), dockerfile, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	tag := fmt.Sprintf("strata-test:%d", os.Getpid())
-	run(t, nil, "docker", "build", "-q", "-t", tag, dir)
-	t.Cleanup(func() { _, _ = tryRun(nil, "docker", "rmi", "-f", tag) })
-	return tag
+	return image.tag
 }
 
 // TestComposeFilesParse checks both compose files with whichever Compose
@@ -108,10 +158,10 @@ func TestComposeCluster(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			out, _ := tryRun(env, "./compose", "-p", project, "-f", "docker-compose.cluster.yml", "logs", "--no-color")
+			out, _ := tryRun(commandTimeout, env, "./compose", "-p", project, "-f", "docker-compose.cluster.yml", "logs", "--no-color")
 			t.Logf("containers' logs:\n%s", out)
 		}
-		out, err := tryRun(env, "./compose", "-p", project, "-f", "docker-compose.cluster.yml", "down", "-v", "-t", "5")
+		out, err := tryRun(commandTimeout, env, "./compose", "-p", project, "-f", "docker-compose.cluster.yml", "down", "-v", "-t", "5")
 		if err != nil {
 			t.Errorf("compose down: %v\n%s", err, out)
 		}
@@ -133,7 +183,7 @@ func TestComposeCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		poll.UntilStatus(t, 60*time.Second, fmt.Sprintf("node %d to list three brokers", n), func() (bool, string) {
+		poll.UntilStatus(t, 90*time.Second, fmt.Sprintf("node %d to list three brokers", n), func() (bool, string) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			resp, err := one.SeedBrokers()[0].Request(ctx, kmsg.NewPtrMetadataRequest())
@@ -151,22 +201,24 @@ func TestComposeCluster(t *testing.T) {
 		one.Close()
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	create := func(adm *kadm.Client, name string, partitions int32, rf int16) error {
-		resp, err := adm.CreateTopic(ctx, partitions, rf, nil, name)
-		if err == nil {
-			err = resp.Err
-		}
-		return err
+	// Each request has a deadline of its own: one context shared by
+	// the whole test left the requests after the kill only what the
+	// produce phase had not used, which under load was not enough.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	resp, err := adm.CreateTopic(ctx, 6, 3, nil, "orders")
+	cancel()
+	if err == nil {
+		err = resp.Err
 	}
-	if err := create(adm, "orders", 6, 3); err != nil {
+	if err != nil {
 		t.Fatal(err)
 	}
 	for p := range int32(6) {
 		for i := range 10 {
 			r := &kgo.Record{Topic: "orders", Partition: p, Value: fmt.Appendf(nil, "%d-%d", p, i)}
 			poll.UntilStatus(t, 30*time.Second, fmt.Sprintf("a record produced to orders/%d", p), func() (bool, string) {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
 				err := cl.ProduceSync(ctx, r).FirstErr()
 				return err == nil, fmt.Sprint(err)
 			})
@@ -200,17 +252,19 @@ func TestComposeCluster(t *testing.T) {
 	}
 	defer after.Close()
 	survivor := after.SeedBrokers()[0]
-	poll.UntilStatus(t, 30*time.Second, "a new quorum leader", func() (bool, string) {
+	poll.UntilStatus(t, 60*time.Second, "a new quorum leader", func() (bool, string) {
 		l, err := quorumLeader(survivor)
 		return err == nil && l > 0 && l != leader, fmt.Sprint("leader ", l, " ", err)
 	})
 	elected := time.Since(killed)
-	poll.UntilStatus(t, 30*time.Second, "a topic created after the kill", func() (bool, string) {
+	poll.UntilStatus(t, 60*time.Second, "a topic created after the kill", func() (bool, string) {
 		req := kmsg.NewPtrCreateTopicsRequest()
 		rt := kmsg.NewCreateTopicsRequestTopic()
 		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "after-the-kill", 3, 1
 		req.Topics = append(req.Topics, rt)
 		req.TimeoutMillis = 5000
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
 		resp, err := req.RequestWith(ctx, survivor)
 		if err == nil {
 			err = kerr.ErrorForCode(resp.Topics[0].ErrorCode)

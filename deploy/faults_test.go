@@ -58,10 +58,10 @@ func startCompose(t *testing.T) *composeCluster {
 	c.files = []string{"-f", "docker-compose.cluster.yml", "-f", path}
 	t.Cleanup(func() {
 		if t.Failed() {
-			out, _ := tryRun(c.env, "./compose", c.args("logs", "--no-color")...)
+			out, _ := tryRun(commandTimeout, c.env, "./compose", c.args("logs", "--no-color")...)
 			t.Logf("containers' logs:\n%s", out)
 		}
-		if out, err := tryRun(c.env, "./compose", c.args("down", "-v", "-t", "5")...); err != nil {
+		if out, err := tryRun(commandTimeout, c.env, "./compose", c.args("down", "-v", "-t", "5")...); err != nil {
 			t.Errorf("compose down: %v\n%s", err, out)
 		}
 	})
