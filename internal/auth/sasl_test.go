@@ -4,6 +4,8 @@ import (
 	"encoding/base64"
 	"errors"
 	"testing"
+
+	"github.com/xdg-go/scram"
 )
 
 // TestScramRFC7677 runs the SCRAM-SHA-256 example exchange of RFC 7677
@@ -91,5 +93,77 @@ func TestPlain(t *testing.T) {
 	}
 	if _, _, _, err := ParseJAASUsers("broken"); err == nil {
 		t.Error("a JAAS line without options parsed")
+	}
+}
+
+// FuzzScramServer feeds any two client messages to a SCRAM exchange: it
+// refuses or answers, and never panics (github.com/xdg-go/scram v1.1.2's
+// server does, on a client-first message that starts with a comma).
+func FuzzScramServer(f *testing.F) {
+	salt := []byte("salt")
+	salted, err := ScramSHA512.SaltPassword("pencil", salt, MinScramIterations)
+	if err != nil {
+		f.Fatal(err)
+	}
+	cred := ScramSHA512.CredentialFromSaltedPassword(salt, salted, MinScramIterations)
+	f.Add("n,,n=user,r=abc", "c=biws,r=abc,p=AAAA")
+	f.Add(",,n=user,r=abc", "")
+	f.Add("n,a=user,n=us=3Der,r=abc", "c=,r=,p=")
+	f.Add("y,,m=ext,n=user,r=abc", ",,,")
+	f.Fuzz(func(t *testing.T, first, final string) {
+		s := NewScramServer(ScramSHA512, func(user string, m ScramMechanism) (ScramCredential, bool) {
+			return cred, user == "user"
+		})
+		if _, _, err := s.Step([]byte(first)); err != nil {
+			return
+		}
+		if _, done, err := s.Step([]byte(final)); done && err == nil {
+			t.Fatalf("%q then %q authenticated without the password", first, final)
+		}
+	})
+}
+
+// TestScramWithLibraryClient authenticates github.com/xdg-go/scram's
+// client conversation (the SCRAM client of franz-go) against the server,
+// for both mechanisms and a name with the characters RFC 5802 escapes, and
+// checks that a wrong password is refused.
+func TestScramWithLibraryClient(t *testing.T) {
+	for _, m := range []ScramMechanism{ScramSHA256, ScramSHA512} {
+		hash := scram.SHA256
+		if m == ScramSHA512 {
+			hash = scram.SHA512
+		}
+		salt := []byte("a salt of 16 b..")
+		salted, err := m.SaltPassword("pass word", salt, MinScramIterations)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cred := m.CredentialFromSaltedPassword(salt, salted, MinScramIterations)
+		const user = "al,ice=x"
+		for password, ok := range map[string]bool{"pass word": true, "pass-word": false} {
+			client, err := hash.NewClient(user, password, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			conv := client.NewConversation()
+			server := NewScramServer(m, func(name string, got ScramMechanism) (ScramCredential, bool) {
+				return cred, name == user && got == m
+			})
+			msg, err := conv.Step("")
+			var done bool
+			for err == nil && !done {
+				var reply []byte
+				reply, done, err = server.Step([]byte(msg))
+				if err == nil {
+					msg, err = conv.Step(string(reply))
+				}
+			}
+			if ok && (err != nil || !done || !conv.Valid() || server.Principal() != User(user)) {
+				t.Errorf("%v, right password: err %v done %v client valid %v principal %v", m, err, done, conv.Valid(), server.Principal())
+			}
+			if !ok && !errors.Is(err, ErrAuthenticationFailed) {
+				t.Errorf("%v, wrong password: %v, want %v", m, err, ErrAuthenticationFailed)
+			}
+		}
 	}
 }

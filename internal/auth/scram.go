@@ -101,6 +101,18 @@ type ScramLookup func(user string, m ScramMechanism) (ScramCredential, bool)
 // ScramServer is the server side of SCRAM (RFC 5802, RFC 7677): the
 // client-first message, the server-first reply, the client-final message
 // with its proof, the server-final reply with the server's signature.
+//
+// It is written here rather than taken from github.com/xdg-go/scram's
+// ServerConversation, because that server wants the client-final nonce to
+// equal the combined nonce, and librdkafka (kcat, confluent-kafka) sends
+// its own nonce before the combined one, which Kafka's ScramSaslServer
+// accepts (it checks only the suffix; see clientFinal). With the library's
+// server, every SCRAM cell of kcat and confluent-kafka in the broker's
+// client matrix is refused. The library's client is the reference the
+// tests check this server against (TestScramWithLibraryClient), besides
+// RFC 7677's example; the key derivation is the standard library's
+// crypto/pbkdf2 and crypto/hmac, and the proof is compared in constant
+// time (crypto/subtle).
 type ScramServer struct {
 	mechanism ScramMechanism
 	lookup    ScramLookup
