@@ -42,6 +42,7 @@ import (
 	"github.com/strata-io/strata/internal/auth"
 	"github.com/strata-io/strata/internal/config"
 	"github.com/strata-io/strata/internal/controller"
+	"github.com/strata-io/strata/internal/datadir"
 	"github.com/strata-io/strata/internal/group"
 	"github.com/strata-io/strata/internal/metadata"
 	"github.com/strata-io/strata/internal/metrics"
@@ -228,7 +229,7 @@ func New(opts Options) (*Broker, error) {
 		return nil, err
 	}
 	b.incarnation = metadata.NewUUID()
-	if err := b.checkMetaProperties(); err != nil {
+	if err := datadir.CheckMetaProperties(b.dir, b.nodeID, cfg.String("cluster.id")); err != nil {
 		return nil, err
 	}
 	start := time.Now()
@@ -319,7 +320,7 @@ func New(opts Options) (*Broker, error) {
 		}
 	}
 	b.producerIDs = producer.NewIDAllocator(controller.ProducerIDBlockSize, b.allocateProducerIDs)
-	if err := b.writeMetaProperties(); err != nil {
+	if err := datadir.WriteMetaProperties(b.dir, b.nodeID, b.ClusterID()); err != nil {
 		b.abort()
 		return nil, err
 	}
@@ -356,7 +357,7 @@ func (b *Broker) openController() error {
 		b.observer.Start()
 		return b.openControllerOver(b.observer)
 	}
-	wal, err := openMetadataLog(b.logs)
+	wal, err := datadir.OpenMetadataLog(b.logs)
 	if err != nil {
 		return err
 	}
@@ -367,7 +368,7 @@ func (b *Broker) openController() error {
 			voters[v.ID] = v.Addr()
 		}
 	}
-	if err := importLegacyMetadata(b.fs, wal, voters, b.logger); err != nil {
+	if err := datadir.ImportLegacyMetadata(b.fs, wal, voters, b.logger); err != nil {
 		return err
 	}
 	b.quorum, err = quorum.Open(quorum.Config{
@@ -524,12 +525,12 @@ func (b *Broker) advertisedListenerNamed(l config.Listener) config.Listener {
 // checkClusterID refuses a data directory whose meta.properties names
 // another cluster than the quorum's.
 func (b *Broker) checkClusterID() error {
-	props, err := readMetaProperties(b.dir)
+	props, err := datadir.ReadMetaProperties(b.dir)
 	if err != nil {
 		return nil // a new directory adopts the quorum's
 	}
 	if id := props["cluster.id"]; id != "" && b.ClusterID() != "" && id != b.ClusterID() {
-		return fmt.Errorf("broker: %s belongs to cluster %s, but the controllers' cluster is %s", filepath.Join(b.dir, metaPropertiesFile), id, b.ClusterID())
+		return fmt.Errorf("broker: %s belongs to cluster %s, but the controllers' cluster is %s", filepath.Join(b.dir, datadir.MetaPropertiesFile), id, b.ClusterID())
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/strata-io/strata/internal/config"
 	"github.com/strata-io/strata/internal/controller"
+	"github.com/strata-io/strata/internal/datadir"
 	"github.com/strata-io/strata/internal/metadata"
 	"github.com/strata-io/strata/internal/replica"
 )
@@ -310,7 +311,7 @@ func (b *Broker) removeTopic(t *metadata.Topic) {
 func (b *Broker) removeStrayLogs(img *metadata.Image) {
 	// Only by the metadata of the cluster this directory belongs to: an
 	// image of another (or of a new) cluster says nothing of these logs.
-	if props, err := readMetaProperties(b.dir); err == nil && props["cluster.id"] != "" && props["cluster.id"] != img.ClusterID {
+	if props, err := datadir.ReadMetaProperties(b.dir); err == nil && props["cluster.id"] != "" && props["cluster.id"] != img.ClusterID {
 		b.logger.Warn("not deleting partitions no topic owns: the metadata is of another cluster than this directory's",
 			"cluster.id", img.ClusterID, "meta.properties", props["cluster.id"])
 		return

@@ -12,6 +12,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/strata-io/strata/internal/datadir"
 )
 
 // untar extracts a .tar.gz into dir.
@@ -118,8 +120,8 @@ func TestUpgradeFromSingleNodeMetadataLog(t *testing.T) {
 		}
 	}
 	check("upgrade")
-	if _, err := os.Stat(filepath.Join(tb.dir, "__cluster_metadata-0", legacyMetadataFile)); !os.IsNotExist(err) {
-		t.Fatalf("%s still there after the import: %v", legacyMetadataFile, err)
+	if _, err := os.Stat(filepath.Join(tb.dir, "__cluster_metadata-0", datadir.LegacyMetadataFile)); !os.IsNotExist(err) {
+		t.Fatalf("%s still there after the import: %v", datadir.LegacyMetadataFile, err)
 	}
 	tb.restart(t)
 	check("restart")
