@@ -36,6 +36,9 @@ type verifyFlags struct {
 	rate              int
 	acks              string
 	idempotent        bool
+	transactional     bool
+	abortRate         float64
+	txnRecords        int
 	deliveryTimeout   time.Duration
 	drainTimeout      time.Duration
 	history           string
@@ -54,6 +57,14 @@ send, acknowledgement and record read, read everything back, and check the
 history for the anomalies of Jepsen's Kafka queue workload: lost writes,
 duplicates, inconsistent offsets, per-producer order, nonmonotonic polls and
 skipped offsets within a consumer's assignment.
+
+With --transactional the producers send in transactions that they commit
+or abort at random (--abort-rate), every consumer reads committed records
+only, and the group consumers become a copy stage: each reads the topic and
+writes what it read to the output topic <topic>-out in one transaction with
+its offset commit. The check then also reports aborted reads, intermediate
+reads (a record read before its producer asked to commit), and copies lost,
+duplicated or out of order.
 
 The run creates its own topic (replication factor 3, or the number of
 brokers when fewer; min.insync.replicas=2 with 3 or more) and deletes it
@@ -81,6 +92,9 @@ could not be made or checked.`,
 	f.IntVar(&vf.rate, "rate", 1000, "records per second over all producers (0: as fast as the cluster takes them)")
 	f.StringVar(&vf.acks, "acks", "all", "producer acks: 1 or all")
 	f.BoolVar(&vf.idempotent, "idempotent", true, "use the idempotent producer (--idempotent=false lets retries append duplicates)")
+	f.BoolVar(&vf.transactional, "transactional", false, "transactional producers, read_committed consumers, and the group consumers as a transactional copy stage")
+	f.Float64Var(&vf.abortRate, "abort-rate", 0.2, "with --transactional: the fraction of transactions the producers abort on purpose")
+	f.IntVar(&vf.txnRecords, "txn-records", 10, "with --transactional: the most records a transaction holds (each holds 1 to this many)")
 	f.DurationVar(&vf.deliveryTimeout, "delivery-timeout", 30*time.Second, "how long a record may wait for its acknowledgement before the producer gives up on it")
 	f.DurationVar(&vf.drainTimeout, "drain-timeout", 10*time.Second, "after producing: the longest wait for outstanding acknowledgements, for consumers to catch up, and between records of the final read")
 	f.StringVar(&vf.history, "history", "", "write the whole history (every send, acknowledgement and poll) as JSON to this file")
@@ -159,6 +173,12 @@ func verifyConfig(cmd *cobra.Command, o *clientOptions, vf *verifyFlags) (verify
 		return verify.Config{}, errors.New("--assigned-consumers and --group-consumers must not be negative")
 	case vf.rate < 0:
 		return verify.Config{}, fmt.Errorf("--rate must not be negative, not %d", vf.rate)
+	case vf.abortRate < 0 || vf.abortRate > 1:
+		return verify.Config{}, fmt.Errorf("--abort-rate must be within 0 and 1, not %v", vf.abortRate)
+	case vf.txnRecords < 1:
+		return verify.Config{}, fmt.Errorf("--txn-records must be at least 1, not %d", vf.txnRecords)
+	case (flags.Changed("abort-rate") || flags.Changed("txn-records")) && !vf.transactional:
+		return verify.Config{}, errors.New("--abort-rate and --txn-records need --transactional")
 	case vf.deliveryTimeout <= 0 || vf.drainTimeout <= 0:
 		return verify.Config{}, errors.New("--delivery-timeout and --drain-timeout must be positive")
 	}
@@ -168,6 +188,9 @@ func verifyConfig(cmd *cobra.Command, o *clientOptions, vf *verifyFlags) (verify
 		acks = kgo.AllISRAcks()
 	case "1":
 		acks = kgo.LeaderAck()
+		if vf.transactional {
+			return verify.Config{}, errors.New("the transactional producer needs --acks all")
+		}
 		if vf.idempotent {
 			return verify.Config{}, errors.New("the idempotent producer needs --acks all; add --idempotent=false for --acks 1")
 		}
@@ -191,10 +214,16 @@ func verifyConfig(cmd *cobra.Command, o *clientOptions, vf *verifyFlags) (verify
 		Rate:              vf.rate,
 		Acks:              acks,
 		Idempotent:        vf.idempotent,
+		Transactional:     vf.transactional,
+		AbortRate:         vf.abortRate,
+		TxnRecords:        vf.txnRecords,
 		DeliveryTimeout:   vf.deliveryTimeout,
 		RequestTimeout:    o.timeout,
 		DrainTimeout:      vf.drainTimeout,
 		KeepTopic:         vf.keepTopic,
+	}
+	if vf.abortRate == 0 {
+		cfg.AbortRate = -1 // none; 0 is the package's default
 	}
 	if flags.Changed("records") {
 		cfg.Records = vf.records

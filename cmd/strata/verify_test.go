@@ -61,6 +61,21 @@ func TestVerify(t *testing.T) {
 	}
 }
 
+// TestVerifyTransactional runs strata verify --transactional against the
+// test node: a valid run, with transactions committed and aborted and the
+// copy stage's copies, and no topic left behind.
+func TestVerifyTransactional(t *testing.T) {
+	res := okJSON[verify.Result](t, "", "verify", "--transactional", "--records", "400", "--rate", "0", "--partitions", "3",
+		"--abort-rate", "0.5", "--txn-records", "5", "--quiet")
+	st := res.Stats
+	if !res.Valid || st.Acknowledged != 400 || st.Txns.Committed == 0 || st.Txns.Aborted == 0 || st.Copies.Committed == 0 || st.Copied == 0 {
+		t.Fatalf("verify --transactional: %+v", res)
+	}
+	if topics := ok(t, "", "topic", "list"); strings.Contains(topics, res.Topic) {
+		t.Fatalf("topics of a valid run kept:\n%s", topics)
+	}
+}
+
 // TestVerifyProgress: without --quiet, the phases (and, in a run over a
 // second, a line a second) go to stderr, the report to stdout.
 func TestVerifyProgress(t *testing.T) {
@@ -95,6 +110,10 @@ func TestVerifyBadInput(t *testing.T) {
 		{"the idempotent producer needs --acks all", []string{"--acks", "1"}},
 		{`--acks "x"`, []string{"--acks", "x"}},
 		{"--rate must not be negative", []string{"--rate", "-1"}},
+		{"--abort-rate must be within 0 and 1", []string{"--transactional", "--abort-rate", "1.5"}},
+		{"--txn-records must be at least 1", []string{"--transactional", "--txn-records", "0"}},
+		{"--abort-rate and --txn-records need --transactional", []string{"--abort-rate", "0.5"}},
+		{"the transactional producer needs --acks all", []string{"--transactional", "--acks", "1", "--idempotent=false"}},
 		{"unknown --format", []string{"--format", "yaml"}},
 		{"invalid argument", []string{"--records", "many"}},
 		{"no such file", []string{"--check", filepath.Join(t.TempDir(), "missing.json")}},

@@ -98,6 +98,9 @@ type Stats struct {
 	Txns   TxnStats `json:"txns,omitzero"`
 	Copies TxnStats `json:"copies,omitzero"`
 	Copied int      `json:"copied,omitempty"`
+	// LongestEndMillis is the longest a producer's or copier's end of a
+	// transaction (EndTxn, and the copier's offset commit) took.
+	LongestEndMillis float64 `json:"longest_end_ms,omitempty"`
 }
 
 // TxnStats counts transactions by outcome.
@@ -252,6 +255,9 @@ func Check(h *History) *Result {
 		t := &h.Txns[i]
 		c.txnOf[txnKey{t.Producer, t.ID}] = t
 		res.Stats.Txns.add(t.Outcome)
+		if t.DoneNanos > 0 {
+			res.Stats.LongestEndMillis = max(res.Stats.LongestEndMillis, float64(t.DoneNanos-t.EndNanos)/1e6)
+		}
 	}
 	for i := range h.Sends {
 		s := &h.Sends[i]

@@ -63,6 +63,9 @@ func (c *checker) checkCopies(st *Stats) {
 		ct := &h.Copies[i]
 		copyOf[copyKey{ct.Copier, ct.ID}] = ct
 		st.Copies.add(ct.Outcome)
+		if ct.DoneNanos > 0 {
+			st.LongestEndMillis = max(st.LongestEndMillis, float64(ct.DoneNanos-ct.EndNanos)/1e6)
+		}
 		if ct.Outcome != OutcomeCommitted {
 			continue
 		}

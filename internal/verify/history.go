@@ -55,8 +55,10 @@ type Txn struct {
 	// EndNanos is when the producer asked to end the transaction (commit
 	// or abort): no read_committed consumer may read a record of it
 	// before.
-	EndNanos int64  `json:"end_ns"`
-	Error    string `json:"error,omitempty"`
+	EndNanos int64 `json:"end_ns"`
+	// DoneNanos is when the end was answered (or failed).
+	DoneNanos int64  `json:"done_ns,omitempty"`
+	Error     string `json:"error,omitempty"`
 }
 
 // CopyTxn is one transaction of the copy stage: a member of the run's
@@ -64,12 +66,13 @@ type Txn struct {
 // transaction with its offset commit, wrote each to the same partition of
 // the output topic as CopyValue(input, Copier, ID).
 type CopyTxn struct {
-	Copier   int     `json:"copier"`
-	ID       int64   `json:"id"`
-	Outcome  string  `json:"outcome"`
-	EndNanos int64   `json:"end_ns"`
-	Inputs   []Input `json:"inputs"`
-	Error    string  `json:"error,omitempty"`
+	Copier    int     `json:"copier"`
+	ID        int64   `json:"id"`
+	Outcome   string  `json:"outcome"`
+	EndNanos  int64   `json:"end_ns"`
+	DoneNanos int64   `json:"done_ns,omitempty"`
+	Inputs    []Input `json:"inputs"`
+	Error     string  `json:"error,omitempty"`
 }
 
 // Input is a record the copy stage read.

@@ -19,6 +19,9 @@ func (r *Result) WriteText(w io.Writer) error {
 	if t := st.Copies; t != (TxnStats{}) {
 		fmt.Fprintf(w, "copy transactions: %d committed, %d aborted, %d unknown; %d inputs copied\n", t.Committed, t.Aborted, t.Unknown, st.Copied)
 	}
+	if st.LongestEndMillis > 0 {
+		fmt.Fprintf(w, "longest end of a transaction: %.1f ms\n", st.LongestEndMillis)
+	}
 	fmt.Fprintf(w, "longest wait for an acknowledgement: %.1f ms", st.LongestAckGapMillis)
 	if st.LongestPartitionAckGapMillis > 0 {
 		fmt.Fprintf(w, "; in one partition: %.1f ms (partition %d)", st.LongestPartitionAckGapMillis, st.LongestAckGapPartition)

@@ -15,14 +15,22 @@ import (
 )
 
 // The transactional workload. Each producer is a transactional client of
-// its own (transactional id strata-verify-<run>-p<n>) that sends one to
+// its own (ProducerTransactionalID) that sends one to
 // TxnRecords records per transaction and then commits it or, with
 // probability AbortRate, aborts it; the consumers read committed records
 // only. The group consumers are the copy stage: a GroupTransactSession
-// each (transactional id strata-verify-<run>-c<n>), reading the topic and
+// each (CopierTransactionalID), reading the topic and
 // writing every record read to the same partition of the output topic in
 // one transaction with the group's offset commit, as Kafka Streams'
 // exactly-once consume-transform-produce does.
+
+// ProducerTransactionalID is the transactional id of producer n of a run
+// on topic (which is the run's own, so the ids are too).
+func ProducerTransactionalID(topic string, n int) string { return fmt.Sprintf("%s-p%d", topic, n) }
+
+// CopierTransactionalID is the transactional id of member n of the copy
+// stage of a run on topic.
+func CopierTransactionalID(topic string, n int) string { return fmt.Sprintf("%s-c%d", topic, n) }
 
 // txnLog is one transactional producer's sends and transactions; mu
 // guards both (franz-go's promises fill in the sends).
@@ -44,7 +52,7 @@ func (r *runner) isolation() []kgo.Opt {
 func (r *runner) txnClient(id int) (*kgo.Client, error) {
 	return r.client(
 		kgo.ClientID(fmt.Sprintf("strata-verify-producer-%d", id)),
-		kgo.TransactionalID(fmt.Sprintf("strata-verify-%s-p%d", r.run, id)),
+		kgo.TransactionalID(ProducerTransactionalID(r.topic, id)),
 		kgo.DefaultProduceTopic(r.topic),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.RecordDeliveryTimeout(r.cfg.DeliveryTimeout),
@@ -132,6 +140,7 @@ func (r *runner) produceTxns(ctx context.Context, id int, cl *kgo.Client, log *t
 		endCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.DeliveryTimeout)
 		err := cl.EndTransaction(endCtx, kgo.TransactionEndTry(commit))
 		cancel()
+		t.DoneNanos = r.since()
 		switch {
 		case err == nil && commit:
 			t.Outcome = OutcomeCommitted
@@ -288,7 +297,7 @@ func (r *runner) copySession(id int, group string, log *consumerLog) (*kgo.Group
 	opts := append([]kgo.Opt{kgo.SeedBrokers(r.cfg.Brokers...)}, r.cfg.ClientOpts...)
 	opts = append(opts,
 		kgo.ClientID(fmt.Sprintf("strata-verify-copier-%d", id)),
-		kgo.TransactionalID(fmt.Sprintf("strata-verify-%s-c%d", r.run, id)),
+		kgo.TransactionalID(CopierTransactionalID(r.topic, id)),
 		kgo.ConsumerGroup(group),
 		kgo.ConsumeTopics(r.topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -354,6 +363,7 @@ func (r *runner) copyLoop(ctx context.Context, id int, group string, s *kgo.Grou
 			var committed bool
 			committed, err = s.End(endCtx, kgo.TryCommit)
 			cancel()
+			ct.DoneNanos = r.since()
 			switch {
 			case err != nil:
 				ct.Outcome = OutcomeUnknown

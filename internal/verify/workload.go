@@ -59,7 +59,7 @@ type Config struct {
 	// a copy stage into the output topic <topic>-out. It needs acks=all.
 	Transactional bool
 	// AbortRate is the fraction of transactions the producers abort on
-	// purpose; default 0.2 (1 aborts them all).
+	// purpose; default 0.2 (1 aborts them all, a negative rate none).
 	AbortRate float64
 	// TxnRecords is the most records a producer's transaction holds (each
 	// holds 1 to TxnRecords); default 10.
@@ -109,8 +109,11 @@ func (c *Config) setDefaults() error {
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = 10 * time.Second
 	}
-	if c.Transactional && c.AbortRate == 0 {
+	switch {
+	case c.Transactional && c.AbortRate == 0:
 		c.AbortRate = 0.2
+	case c.AbortRate < 0:
+		c.AbortRate = 0
 	}
 	if c.TxnRecords == 0 {
 		c.TxnRecords = 10
