@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -58,4 +59,35 @@ func TestVerifyClusterOfThree(t *testing.T) {
 		}
 	}
 	t.Fatalf("topic %s has no min.insync.replicas", res.Topic)
+}
+
+// TestVerifyTransactionalClusterOfThree runs `strata verify
+// --transactional` against three strata processes, nothing broken: the
+// run is valid, with transactions committed and aborted, every committed
+// record copied.
+func TestVerifyTransactionalClusterOfThree(t *testing.T) {
+	c := startCluster(t, 3)
+	var seeds []string
+	for _, id := range ids(3) {
+		seeds = append(seeds, c.nodes[id].addr)
+	}
+	start := time.Now()
+	cmd := exec.Command(binary, "verify", "--transactional", "--brokers", strings.Join(seeds, ","), "--records", "120", "--rate", "0",
+		"--partitions", "3", "--drain-timeout", "30s", "--timeout", "30s", "--format", "json", "--history", filepath.Join(t.TempDir(), "run.json"))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var res verify.Result
+	if jerr := json.Unmarshal(stdout.Bytes(), &res); jerr != nil {
+		t.Fatalf("strata verify: %v, %v\nstdout: %s\nstderr: %s", err, jerr, stdout.String(), stderr.String())
+	}
+	st := res.Stats
+	t.Logf("%s: %d records, transactions %+v, copy transactions %+v, %d copied, longest end %.0f ms",
+		time.Since(start).Round(time.Millisecond), st.Acknowledged, st.Txns, st.Copies, st.Copied, st.LongestEndMillis)
+	if err != nil || !res.Valid || len(res.Warnings) > 0 {
+		t.Fatalf("strata verify: %v; %s\nstdout: %s\nstderr: %s", err, res.Summary(), stdout.String(), stderr.String())
+	}
+	if res.ReplicationFactor != 3 || st.Acknowledged != 120 || st.Txns.Committed == 0 || st.Txns.Aborted == 0 || st.Copied == 0 {
+		t.Fatalf("replication factor %d, %d acknowledged, transactions %+v, %d copied\nstderr: %s", res.ReplicationFactor, st.Acknowledged, st.Txns, st.Copied, stderr.String())
+	}
 }
