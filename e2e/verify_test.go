@@ -72,7 +72,7 @@ func TestVerifyTransactionalClusterOfThree(t *testing.T) {
 		seeds = append(seeds, c.nodes[id].addr)
 	}
 	start := time.Now()
-	cmd := exec.Command(binary, "verify", "--transactional", "--brokers", strings.Join(seeds, ","), "--records", "120", "--rate", "0",
+	cmd := exec.Command(binary, "verify", "--transactional", "--brokers", strings.Join(seeds, ","), "--records", "60", "--rate", "0", "--abort-rate", "0.5", "--txn-records", "4",
 		"--partitions", "3", "--drain-timeout", "30s", "--timeout", "30s", "--format", "json", "--history", filepath.Join(t.TempDir(), "run.json"))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -87,7 +87,7 @@ func TestVerifyTransactionalClusterOfThree(t *testing.T) {
 	if err != nil || !res.Valid || len(res.Warnings) > 0 {
 		t.Fatalf("strata verify: %v; %s\nstdout: %s\nstderr: %s", err, res.Summary(), stdout.String(), stderr.String())
 	}
-	if res.ReplicationFactor != 3 || st.Acknowledged != 120 || st.Txns.Committed == 0 || st.Txns.Aborted == 0 || st.Copied == 0 {
+	if res.ReplicationFactor != 3 || st.Acknowledged != 60 || st.Txns.Committed == 0 || st.Txns.Aborted == 0 || st.Copied == 0 {
 		t.Fatalf("replication factor %d, %d acknowledged, transactions %+v, %d copied\nstderr: %s", res.ReplicationFactor, st.Acknowledged, st.Txns, st.Copied, stderr.String())
 	}
 }
