@@ -7,11 +7,15 @@ import (
 	"flag"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -229,7 +233,8 @@ func runPowerLoss(t *testing.T, sched powerSchedule, mayLose bool, sets ...strin
 		KeepTopic: true,
 	}
 	ready := &readyWriter{match: "replication factor", ready: make(chan struct{})}
-	cfg.Progress = ready
+	acked := &ackedWriter{next: ready}
+	cfg.Progress = acked
 	produce, stop := context.WithCancel(context.Background())
 	defer stop()
 	type outcome struct {
@@ -252,7 +257,9 @@ func runPowerLoss(t *testing.T, sched powerSchedule, mayLose bool, sets ...strin
 	}
 	started := time.Now() // the history's times count from here (and its first line)
 	tl.add("workload running on %s", topic)
-	hold(3 * time.Second)
+	// Cut once enough is acknowledged, not after a fixed time: on a
+	// loaded machine the first acknowledgements can take seconds.
+	acked.atLeast(t, acked.total()+powerLossAckedBeforeCut)
 	fc := &faultCluster{meshCluster: &meshCluster{cluster: pc.cluster}}
 	victims, who := sched.victims(fc, topic)
 	if sched.killFirst {
@@ -263,7 +270,7 @@ func runPowerLoss(t *testing.T, sched powerSchedule, mayLose bool, sets ...strin
 		}
 		fc.healthy(topic)
 		tl.add("cluster healthy again")
-		hold(2 * time.Second)
+		acked.atLeast(t, acked.total()+powerLossAckedBeforeCut)
 	}
 	tl.add("SIGKILL %s and cut its power", who)
 	torn := pc.cutPower(victims, sched.tear)
@@ -500,4 +507,37 @@ func (pc *powerCluster) replicasAgree(t *testing.T, topic string, partitions int
 		counts = append(counts, compared)
 	}
 	t.Logf("the replicas of each partition hold the same batches: %v", counts)
+}
+
+// powerLossAckedBeforeCut is how many more records a run has acknowledged
+// before each fault (about two seconds of the workload on a quiet machine).
+const powerLossAckedBeforeCut = 500
+
+// ackedWriter reads the verify workload's progress lines for the total
+// acknowledged so far, and passes each line on to next.
+type ackedWriter struct {
+	next  io.Writer
+	acked atomic.Int64
+}
+
+var ackedTotal = regexp.MustCompile(`total: sent \d+, acked (\d+)`)
+
+func (w *ackedWriter) Write(p []byte) (int, error) {
+	if m := ackedTotal.FindSubmatch(p); m != nil {
+		if n, err := strconv.ParseInt(string(m[1]), 10, 64); err == nil {
+			w.acked.Store(n)
+		}
+	}
+	return w.next.Write(p)
+}
+
+func (w *ackedWriter) total() int64 { return w.acked.Load() }
+
+// atLeast waits until n records are acknowledged.
+func (w *ackedWriter) atLeast(t *testing.T, n int64) {
+	t.Helper()
+	poll.UntilStatus(t, 60*time.Second, fmt.Sprintf("%d records acknowledged", n), func() (bool, string) {
+		got := w.total()
+		return got >= n, fmt.Sprintf("%d acknowledged", got)
+	})
 }
