@@ -59,6 +59,10 @@
 //	        first offset int64 | last offset int64 | delivery state int8
 //	        (0 available, 2 acknowledged, 4 archived) | delivery count int16 | tags
 //
+// The snapshot's int32 snapshot epoch and its two timestamps follow Kafka
+// 4.x's ShareSnapshotValue; the byte layout has not yet been checked
+// against records a Kafka 4.2 broker wrote.
+//
 // A State is what a coordinator Machine (internal/coordinator) holds per
 // share-partition key; replaying a record never panics, a record that
 // does not decode is ErrCorruptRecord.

@@ -119,6 +119,11 @@ func (st *Store) Get(k Key) *State { return st.states[k] }
 // that persists it, applied to the store. It returns FENCED_STATE_EPOCH
 // for an update of an older state epoch, and FENCED_LEADER_EPOCH for a
 // write of an older leader epoch (a deposed share-partition leader).
+//
+// The store is ahead of the log until the record is committed: if the
+// append fails, the store no longer matches what a replay would give
+// (a later update may even carry a snapshot epoch whose snapshot was
+// lost), so its owner must replay the partition before writing again.
 func (st *Store) Write(k Key, w *Write, nowMs int64) (StoreRecord, error) {
 	cur := st.states[k]
 	if cur != nil {
