@@ -389,3 +389,30 @@ func TestInvalidInput(t *testing.T) {
 		t.Errorf("ParseLevel(full_transitive) = %v, %v", l, err)
 	}
 }
+
+func TestFormatChange(t *testing.T) {
+	found, err := Check(Backward, Schema{Format: JSON, Text: `{"type":"string"}`}, []Schema{{Text: `"string"`}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(found) != 1 || found[0].String() != "Incompatible because of different schema type" {
+		t.Fatalf("got %v", found)
+	}
+}
+
+func TestJSONSchemaDrafts(t *testing.T) {
+	// Draft-07 is the default, as in Confluent: items may be a tuple.
+	if err := Parse(Schema{Format: JSON, Text: `{"type":"array","items":[{"type":"string"},{"type":"integer"}]}`}, nil); err != nil {
+		t.Fatalf("draft-07 tuple items: %v", err)
+	}
+	if err := Parse(Schema{Format: JSON, Text: `{"$schema":"https://json-schema.org/draft/2020-12/schema","prefixItems":[{"type":"string"}]}`}, nil); err != nil {
+		t.Fatalf("draft 2020-12: %v", err)
+	}
+	// A reference named relative to the document's $id.
+	reg := registry{"address/1": {Format: JSON, Text: `{"type":"object"}`}}
+	s := Schema{Format: JSON, Text: `{"$id":"https://shop.example/schemas/order.json","properties":{"to":{"$ref":"address.json"}}}`,
+		References: []Reference{{Name: "address.json", Subject: "address", Version: 1}}}
+	if err := Parse(s, reg.lookup); err != nil {
+		t.Fatalf("reference relative to $id: %v", err)
+	}
+}

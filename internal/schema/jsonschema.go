@@ -107,6 +107,13 @@ func (l jsonLoader) Load(url string) (any, error) {
 	if doc, ok := l[strings.TrimPrefix(url, jsonBaseDir)]; ok {
 		return doc, nil
 	}
+	// A reference named relative to the document's own $id resolves to an
+	// absolute URL that ends with the reference's name.
+	for name, doc := range l {
+		if strings.HasSuffix(url, "/"+name) {
+			return doc, nil
+		}
+	}
 	return nil, fmt.Errorf("%w: %s is not a reference of the schema", ErrReference, url)
 }
 
@@ -138,6 +145,8 @@ func parseJSON(s Schema, refs []resolved) (*jsonSchema, error) {
 		loader[ref.name] = refDoc
 	}
 	c := jsonschema.NewCompiler()
+	// Draft-07 for documents without $schema, as Confluent's default.
+	c.DefaultDraft(jsonschema.Draft7)
 	c.UseLoader(loader)
 	if err := c.AddResource(jsonBase, doc); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidSchema, err)

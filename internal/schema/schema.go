@@ -111,7 +111,9 @@ type Lookup func(Reference) (Schema, error)
 
 // Incompatibility is one rule a new schema breaks against an older one.
 type Incompatibility struct {
-	// Type is Confluent's error type, such as READER_FIELD_MISSING_DEFAULT_VALUE.
+	// Type is Confluent's error type, such as READER_FIELD_MISSING_DEFAULT_VALUE;
+	// empty when the schemas are of different formats, which Confluent
+	// reports with a bare message.
 	Type string
 	// Path locates the offending element: an Avro JSON path
 	// ("/fields/2/type"), a JSON pointer ("#/properties/a") or a Protobuf
@@ -131,6 +133,9 @@ type Incompatibility struct {
 // String formats the incompatibility as Confluent's REST API does inside its
 // messages.
 func (i Incompatibility) String() string {
+	if i.Type == "" {
+		return i.Description
+	}
 	if i.AdditionalInfo != "" {
 		return fmt.Sprintf("{errorType:'%s', description:'%s', additionalInfo:'%s'}", i.Type, i.Description, i.AdditionalInfo)
 	}
@@ -311,15 +316,8 @@ func Check(level Level, newSchema Schema, olderVersions []Schema, lookup Lookup)
 	// Newest first, as Confluent reports against the latest version first.
 	for i := len(olderVersions) - 1; i >= first; i-- {
 		older := olderVersions[i]
-		if older.Format == "" {
-			older.Format = newSchema.Format
-		}
-		if f, _ := ParseFormat(string(older.Format)); f != mustFormat(newSchema.Format) {
-			out = append(out, Incompatibility{
-				Type:        "TYPE_MISMATCH",
-				Description: fmt.Sprintf("The new schema's type %s is not the old schema's type %s", mustFormat(newSchema.Format), f),
-				OlderIndex:  i,
-			})
+		if mustFormat(older.Format) != mustFormat(newSchema.Format) {
+			out = append(out, Incompatibility{Description: "Incompatible because of different schema type", OlderIndex: i})
 			continue
 		}
 		old, err := parse(older, lookup)
