@@ -416,3 +416,33 @@ func TestJSONSchemaDrafts(t *testing.T) {
 		t.Fatalf("reference relative to $id: %v", err)
 	}
 }
+
+func TestJSONSchemaTuples(t *testing.T) {
+	tuple := func(items string, rest string) string {
+		s := `{"type":"array","items":[` + items + `]`
+		if rest != "" {
+			s += `,"additionalItems":` + rest
+		}
+		return s + "}"
+	}
+	str, num := `{"type":"string"}`, `{"type":"integer"}`
+	runCompat(t, JSON, []compatCase{
+		{"item added to open tuple", tuple(str, ""), tuple(str+","+num, ""), Backward, []string{"ITEM_ADDED_TO_OPEN_CONTENT_MODEL"}},
+		{"item added to closed tuple", tuple(str, "false"), tuple(str+","+num, "false"), Backward, nil},
+		{"item removed from open tuple", tuple(str+","+num, ""), tuple(str, ""), Backward, nil},
+		{"item removed from closed tuple", tuple(str+","+num, "false"), tuple(str, "false"), Backward, []string{"ITEM_REMOVED_FROM_CLOSED_CONTENT_MODEL"}},
+		{"item type changed", tuple(str, ""), tuple(num, ""), Backward, []string{"TYPE_CHANGED"}},
+		{"2020-12 prefixItems closed", `{"$schema":"https://json-schema.org/draft/2020-12/schema","prefixItems":[` + str + `,` + num + `],"items":false}`,
+			`{"$schema":"https://json-schema.org/draft/2020-12/schema","prefixItems":[` + str + `],"items":false}`, Backward, []string{"ITEM_REMOVED_FROM_CLOSED_CONTENT_MODEL"}},
+	})
+}
+
+func TestJSONSchemaECMAPatterns(t *testing.T) {
+	// Lookahead is ECMA-262, which JSON Schema specifies; Go's regexp lacks it.
+	if err := Parse(Schema{Format: JSON, Text: `{"type":"string","pattern":"^(?=.*[0-9])[a-z0-9]+$"}`}, nil); err != nil {
+		t.Fatalf("ECMA pattern: %v", err)
+	}
+	if err := Parse(Schema{Format: JSON, Text: `{"type":"string","pattern":"([a-z"}`}, nil); !errors.Is(err, ErrInvalidSchema) {
+		t.Fatalf("broken pattern: got %v, want ErrInvalidSchema", err)
+	}
+}

@@ -8,7 +8,9 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
+	"github.com/dlclark/regexp2"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -47,13 +49,15 @@ var jsonCompatible = map[string]bool{
 	"PROPERTY_ADDED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL":    true,
 	"MAX_ITEMS_INCREASED": true, "MAX_ITEMS_REMOVED": true, "MIN_ITEMS_DECREASED": true, "MIN_ITEMS_REMOVED": true,
 	"UNIQUE_ITEMS_REMOVED": true, "ENUM_ARRAY_EXTENDED": true,
+	"ADDITIONAL_ITEMS_ADDED": true, "ITEM_ADDED_TO_CLOSED_CONTENT_MODEL": true,
+	"ITEM_REMOVED_FROM_OPEN_CONTENT_MODEL": true, "ITEM_WITH_EMPTY_SCHEMA_ADDED_TO_OPEN_CONTENT_MODEL": true,
 	"SUM_TYPE_EXTENDED": true, "PRODUCT_TYPE_NARROWED": true, "SCHEMA_REMOVED": true,
 }
 
 // jsonDescriptions are Confluent's sentences by difference type; %s is the path.
 func jsonDescription(typ string) string {
 	switch {
-	case strings.HasSuffix(typ, "_ADDED") && typ != "PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL" && !strings.Contains(typ, "CONTENT_MODEL"),
+	case strings.HasSuffix(typ, "_ADDED") && !strings.Contains(typ, "CONTENT_MODEL"),
 		typ == "ADDITIONAL_PROPERTIES_REMOVED", typ == "ADDITIONAL_ITEMS_REMOVED":
 		return "The keyword at path '%s' in the {reader} schema is not present in the {writer} schema"
 	case strings.HasPrefix(typ, "MIN") && strings.HasSuffix(typ, "_INCREASED"),
@@ -70,11 +74,11 @@ func jsonDescription(typ string) string {
 		return "An array or combined type at path '%s' has more elements in the {reader} schema than the {writer} schema"
 	case typ == "TYPE_CHANGED", typ == "TYPE_NARROWED", typ == "COMBINED_TYPE_CHANGED", typ == "ENUM_ARRAY_CHANGED":
 		return "A type at path '%s' is different between the {reader} schema and the {writer} schema"
-	case typ == "PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL":
+	case typ == "PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL", typ == "ITEM_ADDED_TO_OPEN_CONTENT_MODEL":
 		return "The {reader} schema has an open content model and has a property or item at path '%s' which is missing in the {writer} schema"
 	case typ == "REQUIRED_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL":
 		return "The {reader} schema has an unopen content model and has a required property at path '%s' which is missing in the {writer} schema"
-	case typ == "PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL":
+	case typ == "PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL", typ == "ITEM_REMOVED_FROM_CLOSED_CONTENT_MODEL":
 		return "The {reader} has a closed content model and is missing a property or item present at path '%s' in the {writer} schema"
 	case typ == "PROPERTY_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL":
 		return "A property or item is missing in the {reader} schema but present at path '%s' in the {writer} schema and is not covered by its partially open content model"
@@ -147,6 +151,7 @@ func parseJSON(s Schema, refs []resolved) (*jsonSchema, error) {
 	c := jsonschema.NewCompiler()
 	// Draft-07 for documents without $schema, as Confluent's default.
 	c.DefaultDraft(jsonschema.Draft7)
+	c.UseRegexpEngine(ecmaRegexp)
 	c.UseLoader(loader)
 	if err := c.AddResource(jsonBase, doc); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidSchema, err)
@@ -156,6 +161,29 @@ func parseJSON(s Schema, refs []resolved) (*jsonSchema, error) {
 	}
 	return &jsonSchema{doc: doc}, nil
 }
+
+// ecmaRegexp compiles "pattern" and "patternProperties" as ECMA-262 regular
+// expressions, which JSON Schema specifies and Confluent accepts (lookahead,
+// backreferences), where Go's regexp would refuse valid schemas. The
+// registry only compiles patterns, never matches data with them; the match
+// timeout bounds any later use.
+func ecmaRegexp(pattern string) (jsonschema.Regexp, error) {
+	re, err := regexp2.Compile(pattern, regexp2.ECMAScript)
+	if err != nil {
+		return nil, err
+	}
+	re.MatchTimeout = 100 * time.Millisecond
+	return (*ecmaPattern)(re), nil
+}
+
+type ecmaPattern regexp2.Regexp
+
+func (p *ecmaPattern) MatchString(s string) bool {
+	matched, err := (*regexp2.Regexp)(p).MatchString(s)
+	return err == nil && matched
+}
+
+func (p *ecmaPattern) String() string { return (*regexp2.Regexp)(p).String() }
 
 // jsonDepth returns how deeply v nests, stopping soon after limit.
 func jsonDepth(v any, depth int) int {
@@ -667,7 +695,67 @@ func (c *jsonChecker) covered(original, update any, depth int) bool {
 	return true
 }
 
+// tupleItems returns an array schema's positional item schemas and the
+// schema of the items after them (nil when absent, which is open): draft-07's
+// items array and additionalItems, or 2020-12's prefixItems and items.
+func tupleItems(m map[string]any) (prefix []any, rest any, ok bool) {
+	if p, isList := m["prefixItems"].([]any); isList {
+		return p, m["items"], true
+	}
+	if p, isList := m["items"].([]any); isList {
+		return p, m["additionalItems"], true
+	}
+	return nil, nil, false
+}
+
+// diffTuple compares positional items as Confluent's item rules do, which
+// mirror its property rules: an item added to an open tuple or removed
+// from a closed one breaks a reader.
+func (c *jsonChecker) diffTuple(o, u map[string]any, path string, depth int, out *[]jsonDiff) bool {
+	op, oRest, ok1 := tupleItems(o)
+	up, uRest, ok2 := tupleItems(u)
+	if !ok1 || !ok2 {
+		return false
+	}
+	add := func(typ, p string) { *out = append(*out, jsonDiff{typ, p}) }
+	closed := func(rest any) bool { b, isBool := rest.(bool); return isBool && !b }
+	for i := range max(len(op), len(up)) {
+		p := fmt.Sprintf("%s/items/%d", path, i)
+		switch {
+		case i < len(op) && i < len(up):
+			c.diff(op[i], up[i], p, depth+1, out)
+		case i < len(op): // removed in the update
+			if closed(uRest) {
+				add("ITEM_REMOVED_FROM_CLOSED_CONTENT_MODEL", p)
+			} else {
+				add("ITEM_REMOVED_FROM_OPEN_CONTENT_MODEL", p)
+			}
+		default: // added in the update
+			if closed(oRest) {
+				add("ITEM_ADDED_TO_CLOSED_CONTENT_MODEL", p)
+			} else if isEmptySchema(up[i]) {
+				add("ITEM_WITH_EMPTY_SCHEMA_ADDED_TO_OPEN_CONTENT_MODEL", p)
+			} else {
+				add("ITEM_ADDED_TO_OPEN_CONTENT_MODEL", p)
+			}
+		}
+	}
+	switch {
+	case oRest == nil && uRest == nil:
+	case closed(oRest) && !closed(uRest):
+		add("ADDITIONAL_ITEMS_ADDED", path+"/additionalItems")
+	case !closed(oRest) && closed(uRest):
+		add("ADDITIONAL_ITEMS_REMOVED", path+"/additionalItems")
+	case oRest != nil && uRest != nil:
+		c.diff(oRest, uRest, path+"/additionalItems", depth+1, out)
+	}
+	return true
+}
+
 func (c *jsonChecker) diffArray(o, u map[string]any, path string, depth int, out *[]jsonDiff) {
+	if c.diffTuple(o, u, path, depth, out) {
+		return
+	}
 	oi, ok1 := o["items"]
 	ui, ok2 := u["items"]
 	switch {
