@@ -15,7 +15,10 @@ import "fmt"
 // takes a guard when it starts the verification, a marker or a
 // transactional batch of the producer clears it, and the append opens a
 // transaction only if the guard it verified with is still the
-// producer's:
+// producer's. (A marker above the epoch of the transaction it ends, as
+// transactions version 2 writes them, keeps a verification at its epoch
+// or later: that one is about the producer's next transaction, which the
+// coordinator confirms only once the ended one is complete; EndTxn.)
 //
 //	under the append lock:  guard, needed := state.StartVerification(id, epoch, seq, now)
 //	no lock held:           ask the coordinator (if needed)
@@ -54,8 +57,9 @@ type verificationEntry struct {
 // unverified, it would join the old transaction and be committed or
 // aborted with it. Otherwise guard is the
 // producer's verification entry's, made now if it has none: concurrent
-// verifications of one producer share it, as in Kafka, and a marker or a
-// transactional batch of the producer clears it. The entry keeps the
+// verifications of one producer share it, as in Kafka, and a marker (but
+// a bumped one for a later epoch, above) or a transactional batch of the
+// producer clears it. The entry keeps the
 // lowest first sequence verified at the producer's latest epoch: a batch
 // with a higher one cannot open the transaction before it
 // (ErrOutOfOrderSequence), so that when a verification fails with a
