@@ -62,7 +62,7 @@ var copySettings = map[string]string{
 // read_committed), an intermediate read (a committed transaction is
 // visible only in part), a lost write and a duplicate.
 func TestConcurrentTransactionalCopies(t *testing.T) {
-	records, copiers, deadline := 2000, 4, 60*time.Second
+	records, copiers, deadline := 2000, 4, 45*time.Second
 	if *eosLong {
 		records, copiers, deadline = 30000, 6, 10*time.Minute
 	}
