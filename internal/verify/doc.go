@@ -38,6 +38,26 @@
 //   - unexpected-value: a record read that this run never sent to that
 //     partition.
 //
+// A transactional run (Config.Transactional, txn.go) adds, for
+// read_committed readers, a copy stage and its output topic:
+//
+//   - aborted-read: a record of an aborted transaction read (a producer's,
+//     or a copy of the copy stage's).
+//   - intermediate-read: a record read before its transaction's producer
+//     or copier asked to commit it (the reader's clock is the run's, and
+//     a read is timed after the poll returned, so this never fires
+//     falsely).
+//   - nonmonotonic-copy: the output partition holding a copy after the
+//     copy of a later input.
+//
+// and extends lost-write (a committed input the copy stage skipped below
+// an input it committed a copy of, or a committed copy the output's final
+// read did not find) and duplicate (an input copied by two committed copy
+// transactions). In such a run only a committed transaction's records
+// must be read; an offset a reader skips because its record was aborted
+// is no poll-skip, and a record of a transaction whose commit was not
+// confirmed is indeterminate.
+//
 // Not anomalies, but counted: a record whose send failed or was never
 // answered but that a consumer read is indeterminate (a producer cannot
 // tell a lost request from a lost response, so either outcome is
