@@ -37,6 +37,10 @@ type avroSchema struct {
 // parseAvro parses s after its references, each of which defines named
 // types that s may use by name. A fresh cache per parse keeps one request's
 // names out of another's (hamba's package-level cache is never used).
+// hamba/avro checks each field's default against its type (for a union,
+// its first branch), so such a schema is refused as invalid; Avro's Java
+// parser can be told to skip that check, and a registry configured so
+// would accept it.
 func parseAvro(s Schema, refs []resolved) (*avroSchema, error) {
 	cache := &avro.SchemaCache{}
 	for _, ref := range refs {

@@ -446,3 +446,10 @@ func TestJSONSchemaECMAPatterns(t *testing.T) {
 		t.Fatalf("broken pattern: got %v, want ErrInvalidSchema", err)
 	}
 }
+
+func TestJSONSchemaNot(t *testing.T) {
+	runCompat(t, JSON, []compatCase{
+		{"not changed", `{"not":{"type":"string"}}`, `{"not":{"type":["string","integer"]}}`, Backward, []string{"NOT_TYPE_EXTENDED"}},
+		{"not unchanged", `{"not":{"type":"string"}}`, `{"not":{"type":"string"}}`, Backward, nil},
+	})
+}
